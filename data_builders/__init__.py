@@ -1,0 +1,1 @@
+"""Record schema, dataset builders, importers, prompts and collation."""

@@ -1,0 +1,52 @@
+"""Detection prompts of LongNovel (seed 000, Appendix I.2) and the JSON target they ask for."""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+
+TYPE_ZH = {
+    "entity": "实体幻觉", "numerical": "数字幻觉", "relation": "关系幻觉",
+    "logical_inversion": "反向陈述", "event": "事件幻觉", "temporal": "时间线乱序",
+    "causal": "因果链伪造", "event_fabrication": "虚构事件",
+}
+ZH_TYPE = {v: k for k, v in TYPE_ZH.items()}
+HALLUCINATED, FAITHFUL = "有幻觉", "无幻觉"
+TEMPLATES = ("prompt_e",)
+
+
+@lru_cache(maxsize=None)
+def system_prompt(template: str) -> str:
+    if template not in TEMPLATES:
+        raise ValueError(f"unknown detection prompt {template!r}; expected one of {list(TEMPLATES)}")
+    name = f"longnovel_{template}.system.txt"
+    return resources.files("data_builders.prompt_texts").joinpath(name).read_text(encoding="utf-8").strip()
+
+
+def article_of(record: dict) -> str:
+    return record["source"] if "source" in record else "\n\n".join(record["documents"])
+
+
+def detection_messages(record: dict, template: str = "prompt_e") -> list[dict]:
+    """Chat messages of Prompt-E (Fig. 19): the summary comes after the article."""
+    user = f"文章: {article_of(record)}\n\n摘要: {record['response']}"
+    return [{"role": "system", "content": system_prompt(template)}, {"role": "user", "content": user}]
+
+
+def verdict_target(record: dict) -> str:
+    """The JSON answer the prompt asks for, built from the record's gold fields."""
+    if record.get("label") not in (0, 1):
+        raise ValueError(f"record {record.get('id')!r}: a training target needs label 0 or 1")
+    if record["label"] == 0:
+        return json.dumps({"has_hallucination": FAITHFUL, "details": []}, ensure_ascii=False)
+    types = record.get("hallucination_types") or []
+    sentences = record.get("hallucinated_sentences") or []
+    corrections = record.get("corrections") or []
+    reasons = record.get("reasons") or []
+    details = [{
+        "hallucination_type": TYPE_ZH[types[i]] if i < len(types) else "",
+        "hallucinated_sentence": sentence,
+        "corrected_content": corrections[i] if i < len(corrections) else "",
+        "reason": reasons[i] if i < len(reasons) else "",
+    } for i, sentence in enumerate(sentences)]
+    return json.dumps({"has_hallucination": HALLUCINATED, "details": details}, ensure_ascii=False)

@@ -1,0 +1,142 @@
+"""The one record schema shared by builders, collators and the harness.
+
+A record is a plain dict; `validate_record` checks the core fields of
+DESIGN.md and raises `RecordError` naming file, line and field.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+TASKS = ("summarization", "qa", "nli", "dialogue")
+SENTENCE_TYPES = ("none", "contradictory", "unverifiable", "no_fact")
+HALLUCINATION_TYPES = (
+    "entity", "numerical", "relation", "logical_inversion",
+    "event", "temporal", "causal", "event_fabrication",
+)
+FAITHFULNESS_LABELS = ("intrinsic", "extrinsic", "paraphrase_error", "faithful")
+POSITIONS = ("beginning", "middle", "end")
+LENGTH_BUCKETS = ("S", "M", "L", "XL", "XXL")
+
+_LIST_VOCAB = {
+    "hallucination_types": HALLUCINATION_TYPES,
+    "faithfulness_labels": FAITHFULNESS_LABELS,
+}
+_SCALAR_VOCAB = {
+    "task": TASKS,
+    "type": SENTENCE_TYPES,
+    "position": POSITIONS,
+    "length_bucket": LENGTH_BUCKETS,
+}
+_STR_LISTS = ("documents", "reference", "hallucinated_sentences", "corrections", "reasons")
+
+
+class RecordError(ValueError):
+    """A record broke the schema; the message names file, line and field."""
+
+    def __init__(self, message: str, path: str | None = None, line: int | None = None,
+                 field: str | None = None):
+        where = f"{path or '<memory>'}:{line if line is not None else '?'}"
+        if field:
+            where += f" field '{field}'"
+        super().__init__(f"{where}: {message}")
+        self.path, self.line, self.field = path, line, field
+
+
+@dataclass
+class _Where:
+    path: str | None = None
+    line: int | None = None
+
+    def error(self, field: str, message: str) -> RecordError:
+        return RecordError(message, self.path, self.line, field)
+
+
+def validate_record(rec: Any, path: str | None = None, line: int | None = None) -> dict:
+    """Return `rec` unchanged if it satisfies the schema, else raise RecordError."""
+    where = _Where(path, line)
+    if not isinstance(rec, dict):
+        raise where.error("<record>", f"expected a JSON object, found {type(rec).__name__}")
+    for name in ("id", "task", "language", "response"):
+        if name not in rec:
+            raise where.error(name, "missing required field")
+    for name in ("id", "language", "response"):
+        _expect_type(rec, name, str, where)
+    if "source" not in rec and "documents" not in rec:
+        raise where.error("source", "missing: a record needs 'source' (str) or 'documents' (list of str)")
+    if "source" in rec:
+        _expect_type(rec, "source", str, where)
+    if "question" in rec and rec["question"] is not None:
+        _expect_type(rec, "question", str, where)
+    if "label" in rec and rec["label"] is not None and rec["label"] not in (0, 1):
+        raise where.error("label", f"expected 0 (faithful) or 1 (hallucinated), found {rec['label']!r}")
+    for name, vocab in _SCALAR_VOCAB.items():
+        if rec.get(name) is not None and rec[name] not in vocab:
+            raise where.error(name, f"expected one of {list(vocab)}, found {rec[name]!r}")
+    for name in _STR_LISTS:
+        if rec.get(name) is not None:
+            _expect_str_list(rec, name, where)
+    for name, vocab in _LIST_VOCAB.items():
+        if rec.get(name) is not None:
+            _expect_str_list(rec, name, where)
+            bad = [v for v in rec[name] if v not in vocab]
+            if bad:
+                raise where.error(name, f"expected values in {list(vocab)}, found {bad}")
+    if rec.get("n_tokens") is not None and (not isinstance(rec["n_tokens"], int) or rec["n_tokens"] < 0):
+        raise where.error("n_tokens", f"expected a non-negative int, found {rec['n_tokens']!r}")
+    if rec.get("meta") is not None and not isinstance(rec["meta"], dict):
+        raise where.error("meta", f"expected an object, found {type(rec['meta']).__name__}")
+    return rec
+
+
+def _expect_type(rec: dict, name: str, typ: type, where: _Where) -> None:
+    if not isinstance(rec[name], typ):
+        raise where.error(name, f"expected {typ.__name__}, found {type(rec[name]).__name__}")
+
+
+def _expect_str_list(rec: dict, name: str, where: _Where) -> None:
+    value = rec[name]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise where.error(name, f"expected a list of str, found {value!r:.80}")
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """Yield (line number, parsed object) for each non-blank line; bad JSON raises RecordError."""
+    path = str(path)
+    with open(path, encoding="utf-8") as f:
+        for lineno, text in enumerate(f, start=1):
+            if not text.strip():
+                continue
+            try:
+                yield lineno, json.loads(text)
+            except json.JSONDecodeError as e:
+                raise RecordError(f"malformed JSON ({e.msg} at column {e.colno})", path, lineno) from None
+
+
+def read_records(path: str | Path) -> list[dict]:
+    """Read and validate a JSONL file of records; duplicate ids are an error."""
+    records, seen = [], {}
+    for lineno, obj in iter_jsonl(path):
+        validate_record(obj, str(path), lineno)
+        if obj["id"] in seen:
+            raise RecordError(f"duplicate id {obj['id']!r} (first on line {seen[obj['id']]})",
+                              str(path), lineno, "id")
+        seen[obj["id"]] = lineno
+        records.append(obj)
+    if not records:
+        raise RecordError("no records: the file is empty", str(path), None)
+    return records
+
+
+def write_jsonl(path: str | Path, rows: Iterable[dict]) -> int:
+    """Write rows as JSONL (UTF-8, no ASCII escaping); returns the count."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with open(path, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            n += 1
+    return n

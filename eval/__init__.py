@@ -1,0 +1,1 @@
+"""Evaluation harness: parsers, metrics, generation, scoring and reports."""

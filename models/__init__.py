@@ -1,0 +1,1 @@
+"""Model and tokenizer builders, annotator heads and attention backends."""

@@ -1,0 +1,113 @@
+"""Named model builders and the loading of models and tokenizers.
+
+`model.name_or_path` is either a local Hugging Face directory (real runs) or
+`embedded:<name>`, a tiny model of a real architecture built here with a
+fixed seed and written once to a cache directory, so that every later step
+(ZeRO-3 initialisation, export, `from_pretrained`) follows the real path.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import torch
+import transformers
+from transformers import AutoModelForCausalLM, AutoTokenizer, PretrainedConfig, Qwen3Config
+
+EMBEDDED_PREFIX = "embedded:"
+BUILD_VERSION = 1  # bump when a builder or the embedded tokenizer changes
+
+
+def qwen3_tiny(vocab_size: int) -> PretrainedConfig:
+    """Qwen3 architecture, 2 layers, hidden 64, grouped-query attention (4 q / 2 kv heads)."""
+    return Qwen3Config(
+        vocab_size=vocab_size, hidden_size=64, intermediate_size=192, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        max_position_embeddings=131072, rope_theta=1_000_000.0, tie_word_embeddings=True,
+        bos_token_id=None, eos_token_id=2, pad_token_id=0)
+
+
+EMBEDDED_BUILDERS: dict[str, Callable[[int], PretrainedConfig]] = {"qwen3-tiny": qwen3_tiny}
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("HALLU_CACHE", Path.home() / ".cache" / "hallu-annotators"))
+
+
+class ModelPathError(ValueError):
+    pass
+
+
+def resolve_model_path(name_or_path: str | None, key: str = "model.name_or_path") -> str:
+    """Return a local directory for `name_or_path`, materialising embedded models."""
+    if not name_or_path:
+        raise ModelPathError(
+            f"{key} is not set: set {key}=/path/to/a/local/hf/model (e.g. Qwen3-8B), or run the "
+            "CPU demo with the embedded model: +exp=longnovel_curriculum_demo")
+    if name_or_path.startswith(EMBEDDED_PREFIX):
+        return str(materialize_embedded(name_or_path[len(EMBEDDED_PREFIX):]))
+    if Path(name_or_path).is_dir():
+        return name_or_path
+    raise ModelPathError(
+        f"{key}={name_or_path!r} is not a local directory. This toolkit does not download from a "
+        f"hub at run time: point {key} at a local copy of the model, or use "
+        f"{EMBEDDED_PREFIX}<{'|'.join(EMBEDDED_BUILDERS)}> (see +exp=longnovel_curriculum_demo)")
+
+
+def materialize_embedded(name: str, seed: int = 0) -> Path:
+    """Build the named tiny model and its tokenizer once; concurrent callers are safe."""
+    if name not in EMBEDDED_BUILDERS:
+        raise ModelPathError(f"unknown embedded model {name!r}; expected one of {list(EMBEDDED_BUILDERS)}")
+    stamp = json.dumps([name, seed, BUILD_VERSION, transformers.__version__])
+    final = cache_root() / "embedded" / f"{name}-{hashlib.sha1(stamp.encode()).hexdigest()[:10]}"
+    if (final / "config.json").exists():
+        return final
+    from models.tokenizer import build_tokenizer
+
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{name}-"))
+    tokenizer = build_tokenizer()
+    config = EMBEDDED_BUILDERS[name](len(tokenizer))
+    config.eos_token_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    config.pad_token_id = tokenizer.pad_token_id
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.generation_config.eos_token_id = config.eos_token_id
+    model.generation_config.pad_token_id = config.pad_token_id
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    try:
+        os.rename(tmp, final)
+    except OSError:  # another process finished first; its copy is identical
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def load_tokenizer(path: str):
+    tok = AutoTokenizer.from_pretrained(path)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    if tok.chat_template is None:
+        raise ModelPathError(f"tokenizer at {path} has no chat template; the prompts need one")
+    return tok
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    if name == "auto":
+        return torch.bfloat16 if torch.cuda.is_available() else torch.float32
+    try:
+        return {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+                "bf16": torch.bfloat16, "float16": torch.float16}[name]
+    except KeyError:
+        raise ValueError(f"model.dtype: expected auto|float32|bfloat16|float16, found {name!r}") from None
+
+
+def load_causal_lm(path: str, dtype: str = "auto", attn_implementation: str = "sdpa"):
+    """`from_pretrained`; under an active HfDeepSpeedConfig (ZeRO-3) it is built partitioned."""
+    return AutoModelForCausalLM.from_pretrained(
+        path, dtype=torch_dtype(dtype), attn_implementation=attn_implementation)

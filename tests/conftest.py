@@ -1,0 +1,31 @@
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    from models.builders import load_tokenizer, resolve_model_path
+
+    return load_tokenizer(resolve_model_path("embedded:qwen3-tiny"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(nproc: int, overrides: list[str], timeout: int = 600, env: dict | None = None):
+    """Run train/sft.py under torchrun on a free port; returns the CompletedProcess."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
+           "--master_addr=127.0.0.1", f"--master_port={free_port()}", str(REPO / "train" / "sft.py"),
+           *overrides]
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_SILENT": "true", **(env or {})}
+    return subprocess.run(cmd, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout)

@@ -1,0 +1,31 @@
+import torch
+
+from data_builders.collate import collate, encode_sample
+from models.builders import load_causal_lm, resolve_model_path
+from train.loss import backward_scale, token_loss_sum
+
+REC = {"id": "x", "task": "summarization", "language": "zh", "source": "原文" * 30, "response": "摘要",
+       "label": 1, "hallucination_types": ["entity"], "hallucinated_sentences": ["甲做了乙"],
+       "corrections": ["丙做了乙"], "reasons": ["原文是丙"]}
+
+
+def test_token_loss_equals_hf_loss_on_response_tokens(tokenizer):
+    model = load_causal_lm(resolve_model_path("embedded:qwen3-tiny"))
+    s = encode_sample(REC, tokenizer)
+    batch = collate([s], tokenizer.pad_token_id)
+    loss_sum, n = token_loss_sum(model, batch)
+    labels = torch.tensor([[-100] + s["shift_labels"][:-1]])       # HF shifts labels itself
+    ref = model(input_ids=batch["input_ids"], labels=labels).loss
+    assert n == sum(x != -100 for x in s["shift_labels"])
+    torch.testing.assert_close(loss_sum / n, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_backward_scale_gives_the_global_token_mean():
+    # 2 ranks x 2 accumulation steps with uneven token counts
+    sums = [[3.0, 5.0], [7.0, 1.0]]
+    tokens = [[3, 10], [2, 5]]
+    total = sum(map(sum, tokens))
+    scale = backward_scale(world_size=2, grad_accum=2, global_tokens=total)
+    # DeepSpeed: divide each backward by grad_accum, then average over ranks
+    effective = sum(sum(s * scale / 2 for s in rank) for rank in sums) / 2
+    assert abs(effective - sum(map(sum, sums)) / total) < 1e-12

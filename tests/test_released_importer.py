@@ -1,0 +1,58 @@
+import json
+
+import pytest
+
+from data_builders.longnovel_released import bucket_for_tokens, import_released
+from data_builders.schema import RecordError
+
+HALLU = {"has_hallucination": "有幻觉", "details": [{
+    "hallucination_type": "数字幻觉", "hallucinated_sentence": "他带着五百两银子。",
+    "corrected_content": "他带着三百两银子。", "reason": "原文是三百两。"}]}
+ROWS = [
+    {"id": 1, "language": "zh", "article": "原文一", "summary": "摘要一", "instruction": "判断",
+     "input": "", "output": json.dumps(HALLU, ensure_ascii=False)},
+    {"id": 2, "language": "zh", "article": "原文二", "summary": "摘要二", "instruction": "判断",
+     "input": "", "output": '{"has_hallucination": "无幻觉", "details": []}'},
+]
+
+
+def _write(tmp_path, rows, name="test.jsonl"):
+    path = tmp_path / name
+    if name.endswith(".jsonl"):
+        path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+    else:
+        path.write_text(json.dumps(rows, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("name", ["test.jsonl", "test.json"])
+def test_import_released_rows(tmp_path, name):
+    records = import_released(_write(tmp_path, ROWS, name), count_tokens=lambda r: 3000)
+    h, f = records
+    assert (h["id"], h["label"], h["hallucination_types"], h["corrections"]) == \
+        ("1", 1, ["numerical"], ["他带着三百两银子。"])
+    assert (f["label"], f["hallucination_types"], f["length_bucket"]) == (0, [], "S")
+    assert h["source"] == "原文一" and h["response"] == "摘要一"
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"output": "not json"}, "output"),
+    ({"output": '{"has_hallucination": "也许"}'}, "output"),
+    ({"output": json.dumps({"has_hallucination": "有幻觉", "details": [{"hallucination_type": "奇怪"}]})},
+     "output"),
+])
+def test_bad_rows_name_line_and_field(tmp_path, change, field):
+    path = _write(tmp_path, [ROWS[0], {**ROWS[1], **change}])
+    with pytest.raises(RecordError) as e:
+        import_released(path)
+    assert (e.value.line, e.value.field) == (2, field)
+
+
+def test_missing_field(tmp_path):
+    row = {k: v for k, v in ROWS[0].items() if k != "article"}
+    with pytest.raises(RecordError, match="field 'article': missing"):
+        import_released(_write(tmp_path, [row]))
+
+
+def test_buckets_follow_table_3_ranges():
+    assert [bucket_for_tokens(n) for n in (3000, 17000, 36000, 65000, 100000)] == ["S", "M", "L", "XL", "XXL"]

@@ -1,0 +1,73 @@
+"""Stage sample selection, skipping of over-long samples, and the batch order."""
+import pytest
+from omegaconf import OmegaConf
+
+from data_builders.collate import IGNORE_INDEX, collate, encode_sample
+from train.data import DataError, StagePlan, plan_stage, stage_samples
+
+REC = {"id": "x", "task": "summarization", "language": "zh", "source": "原文" * 50, "response": "摘要",
+       "label": 0, "length_bucket": "S"}
+
+
+def _stage(**kw):
+    return OmegaConf.create({"name": "s", "bucket": "S", "max_seq_len": 4096, "epochs": 2.0,
+                             "max_steps": None, **kw})
+
+
+def test_labels_are_the_shifted_target(tokenizer):
+    s = encode_sample(REC, tokenizer)
+    ids, labels = s["input_ids"], s["shift_labels"]
+    assert len(ids) == len(labels) and labels[-1] == IGNORE_INDEX
+    first = next(i for i, x in enumerate(labels) if x != IGNORE_INDEX)
+    assert all(labels[t] == ids[t + 1] for t in range(first, len(ids) - 1))
+    assert ids[-1] == tokenizer.eos_token_id
+    target = tokenizer.decode(ids[first + 1:], skip_special_tokens=True)
+    assert target == '{"has_hallucination": "无幻觉", "details": []}'
+
+
+def test_collate_pads_and_masks(tokenizer):
+    a, b = encode_sample(REC, tokenizer), encode_sample({**REC, "source": "原文"}, tokenizer)
+    batch = collate([a, b], tokenizer.pad_token_id)
+    assert batch["input_ids"].shape == (2, len(a["input_ids"]))
+    assert batch["attention_mask"][1].sum() == len(b["input_ids"])
+    assert (batch["shift_labels"][1, len(b["input_ids"]):] == IGNORE_INDEX).all()
+    assert "attention_mask" not in collate([a], tokenizer.pad_token_id)
+
+
+def test_long_samples_are_skipped_and_counted(tokenizer):
+    short = [{**REC, "id": f"s{i}"} for i in range(19)]
+    long = {**REC, "id": "long", "source": "原文很长" * 2000}
+    samples, skipped = stage_samples(short + [long], _stage(max_seq_len=2048), tokenizer, "prompt_e", 0.1)
+    assert (len(samples), skipped) == (19, 1)
+    assert all(len(s["input_ids"]) <= 2048 for s in samples)
+    with pytest.raises(DataError, match="1 of 20 samples .* longer than max_seq_len=2048"):
+        stage_samples(short + [long], _stage(max_seq_len=2048), tokenizer, "prompt_e", 0.01)
+
+
+def test_empty_stage_fails(tokenizer):
+    with pytest.raises(DataError, match="no training records in bucket 'M'"):
+        stage_samples([REC], _stage(bucket="M"), tokenizer, "prompt_e", 0.05)
+    with pytest.raises(DataError, match="fewer than one optimizer step"):
+        plan_stage(_stage(), n_samples=3, dp_size=2, micro_batch=1, grad_accum=2, seed=0, cap=None)
+
+
+def test_plan_steps_epochs_and_caps():
+    assert plan_stage(_stage(), 10, 2, 1, 1, 0, None).total_steps == 10          # 2 epochs x 5
+    assert plan_stage(_stage(max_steps=100), 10, 2, 1, 1, 0, None).total_steps == 100
+    assert plan_stage(_stage(max_steps=100), 10, 2, 1, 1, 0, 7).total_steps == 7
+
+
+@pytest.mark.parametrize("dp, micro, accum", [(1, 1, 1), (2, 1, 2), (4, 2, 1), (2, 2, 3)])
+def test_each_step_splits_its_global_batch_across_ranks(dp, micro, accum):
+    plan = StagePlan(n_samples=50, dp_size=dp, micro_batch=micro, grad_accum=accum, total_steps=30, seed=1)
+    seen_in_epoch = []
+    for step in range(plan.steps_per_epoch):
+        per_rank = [sum(plan.rank_indices(step, r), []) for r in range(dp)]
+        flat = sum(per_rank, [])
+        assert len(flat) == len(set(flat)) == plan.per_step
+        seen_in_epoch += flat
+    assert len(set(seen_in_epoch)) == plan.steps_per_epoch * plan.per_step   # no repeats within an epoch
+    # the same global batch whatever the split between data parallelism and accumulation
+    as_dp = StagePlan(50, dp * accum, micro, 1, 30, 1)
+    assert sorted(sum(as_dp.rank_indices(3, 0) + as_dp.rank_indices(3, 1), [])) == \
+        sorted(sum(StagePlan(50, 1, micro, dp * accum, 30, 1).rank_indices(3, 0)[:2], []))

@@ -1,0 +1,109 @@
+"""The trainer under torchrun with gloo and DeepSpeed ZeRO-3 CPU offload (slow: ~2-3 minutes)."""
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tests.conftest import REPO, torchrun
+from train.run_dir import LOG_FIELDS, read_train_log
+
+pytestmark = pytest.mark.slow
+
+TINY = [
+    "+exp=longnovel_curriculum_demo", "trainer.progress=false", "logger.wandb=false",
+    "data.corpus.n_books=4", "data.corpus.units_per_book=10", "data.corpus.unit_chars_min=250",
+    "data.corpus.unit_chars_max=350", "data.corpus.test_books=1",
+    "curriculum.stages=[{name: s2k, bucket: S, max_seq_len: 2048, max_steps: 3},"
+    "{name: s4k, bucket: M, max_seq_len: 4096, max_steps: 3}]",
+    "data.bucket_budgets.M=4096", "eval.buckets=[S,M]", "eval.max_per_bucket=2", "eval.max_new_tokens=8",
+]
+
+
+def _ok(proc):
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run_a")
+    _ok(torchrun(2, TINY + [f"output_dir={out}", "logger.wandb=true"], env={"WANDB_API_KEY": ""}))
+    return out
+
+
+def test_run_directory_contract(uninterrupted):
+    out = uninterrupted
+    assert (out / "config.yaml").exists() and (out / "data" / "build_report.txt").exists()
+    log = read_train_log(out)
+    assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6]
+    assert [r["stage"] for r in log] == ["s2k"] * 3 + ["s4k"] * 3
+    assert all(set(LOG_FIELDS) <= set(r) for r in log)
+    assert all(r["tokens"] > 0 and r["loss"] > 0 for r in log)
+    assert log[0]["lr"] == log[3]["lr"] == 2e-3, "each stage restarts its cosine schedule at optim.lr"
+    assert log[1]["lr"] < log[0]["lr"]
+    for stage in ("0-s2k", "1-s4k"):
+        assert (out / "checkpoints" / stage / "done.json").exists()
+        assert (out / "checkpoints" / stage / "hf" / "model.safetensors").exists()
+    metrics = json.loads((out / "eval" / "metrics.json").read_text())
+    assert set(metrics["by_bucket"]) == {"S", "M"} and metrics["overall"]["n"] == 4
+    for m in metrics["by_bucket"].values():
+        assert {"acc", "mcc", "hallu_acc", "nonhallu_acc", "n", "parse_failures"} <= set(m)
+    assert (out / "eval" / "report.md").read_text().startswith("# LongNovel detection")
+    assert list((out / "wandb").glob("offline-run-*")), "W&B falls back to offline mode without a key"
+
+
+def test_resume_reproduces_the_uninterrupted_losses(uninterrupted, tmp_path):
+    out = tmp_path / "run_b"
+    first = _ok(torchrun(2, TINY + [f"output_dir={out}", "trainer.stop_at_step=4"]))
+    assert [r["step"] for r in read_train_log(out)] == [1, 2, 3, 4]
+    assert (out / "checkpoints" / "1-s4k" / "step-000001" / "trainer_state.json").exists()
+    assert not (out / "eval").exists(), first.stdout[-2000:]
+    second = _ok(torchrun(2, TINY + [f"output_dir={out}", "resume=auto"]))
+    assert "resuming at stage 1 step 1 (global step 4)" in second.stdout
+    resumed, reference = read_train_log(out), read_train_log(uninterrupted)
+    assert [r["step"] for r in resumed] == [1, 2, 3, 4, 5, 6]
+    for a, b in zip(resumed, reference):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5), (a, b)
+        assert a["lr"] == pytest.approx(b["lr"], rel=1e-9)
+
+
+def test_hf_export_loads_and_generates(uninterrupted):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = uninterrupted / "checkpoints" / "1-s4k" / "hf"
+    model = AutoModelForCausalLM.from_pretrained(path)
+    tok = AutoTokenizer.from_pretrained(path)
+    ids = tok.apply_chat_template([{"role": "user", "content": "你好"}], add_generation_prompt=True,
+                                  return_tensors="pt", return_dict=True)
+    out = model.generate(**ids, max_new_tokens=5, do_sample=False)
+    assert out.shape[1] > ids["input_ids"].shape[1]
+    first = AutoModelForCausalLM.from_pretrained(uninterrupted / "checkpoints" / "0-s2k" / "hf")
+    assert not torch.equal(first.model.norm.weight, model.model.norm.weight), "stage 2 changed the weights"
+
+
+def test_data_parallel_equals_gradient_accumulation(tmp_path):
+    """2 ranks x 1 micro-batch == 1 rank x 2 accumulation steps on the same global batch."""
+    one_stage = ["curriculum.stages=[{name: s2k, bucket: S, max_seq_len: 2048, max_steps: 2}]",
+                 "eval.enabled=false"]
+    _ok(torchrun(2, TINY + one_stage + [f"output_dir={tmp_path / 'dp'}"]))
+    _ok(torchrun(1, TINY + one_stage + [f"output_dir={tmp_path / 'ga'}", "optim.grad_accum=2"]))
+    dp, ga = read_train_log(tmp_path / "dp"), read_train_log(tmp_path / "ga")
+    for a, b in zip(dp, ga):
+        assert a["tokens"] == b["tokens"]
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5)
+        assert a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-4)
+    from safetensors.torch import load_file
+
+    wa = load_file(tmp_path / "dp" / "checkpoints" / "0-s2k" / "hf" / "model.safetensors")
+    wb = load_file(tmp_path / "ga" / "checkpoints" / "0-s2k" / "hf" / "model.safetensors")
+    for name in wa:
+        torch.testing.assert_close(wa[name], wb[name], rtol=1e-4, atol=1e-6)
+
+
+def test_missing_model_path_fails_at_once_naming_the_key():
+    proc = subprocess.run([sys.executable, str(REPO / "train" / "sft.py"), "+exp=longnovel_curriculum"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "model.name_or_path" in proc.stderr and "+exp=longnovel_curriculum_demo" in proc.stderr

@@ -1,0 +1,1 @@
+"""Training: entry point, curriculum loop, distributed setup, checkpointing."""

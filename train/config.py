@@ -1,0 +1,146 @@
+"""Structured schemas of every config group, registered with Hydra's ConfigStore.
+
+`sft.yaml` lists `sft_schema` first in its defaults, so every group option and
+every experiment is merged onto these dataclasses: a misspelt key or a value
+of the wrong type fails when the config is composed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+@dataclass
+class ModelConfig:
+    name_or_path: Optional[str] = None   # local HF directory, or embedded:<name>
+    dtype: str = "auto"                   # auto: bfloat16 on GPU, float32 on CPU
+    attn_implementation: str = "sdpa"
+    gradient_checkpointing: bool = False
+
+
+@dataclass
+class TaskConfig:
+    name: str = "longnovel_detection"
+    template: str = "prompt_e"            # detection prompt (seed 000, Appendix I.2)
+
+
+@dataclass
+class CorpusConfig:
+    n_books: int = 8
+    units_per_book: int = 48
+    unit_chars_min: int = 1000
+    unit_chars_max: int = 1400
+    seed: int = 0
+    test_books: int = 2
+
+
+@dataclass
+class DataConfig:
+    source: str = "embedded"              # embedded | records | longnovel_released
+    root: Optional[str] = None            # records: dir with train.jsonl/test.jsonl; released: dir of files
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    bucket_budgets: Dict[str, int] = field(default_factory=lambda: {
+        "S": 2048, "M": 16384, "L": 32768, "XL": 65536, "XXL": 102400})
+    min_fill: float = 0.75                # a context fills at least this much of its bucket budget
+    max_skip_fraction: float = 0.05       # fail a stage when more of its samples are too long
+
+
+@dataclass
+class StageConfig:
+    name: str = MISSING
+    bucket: str = MISSING                 # which length bucket the stage trains on
+    max_seq_len: int = MISSING            # samples longer than this are skipped, never truncated
+    epochs: float = 2.0
+    max_steps: Optional[int] = None       # a bridge stage sets a fixed number of steps
+    lr: Optional[float] = None            # default: optim.lr
+
+
+@dataclass
+class CurriculumConfig:
+    stages: List[StageConfig] = field(default_factory=list)
+
+
+@dataclass
+class ParallelConfig:
+    sp_size: int = 1
+    sp_mode: str = "zigzag"
+
+
+@dataclass
+class DeepSpeedConfig:
+    zero_stage: int = 3                   # 0 (plain DDP), 2 or 3
+    offload_param: bool = True            # ZeRO-3 only
+    offload_optimizer: bool = True
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 5e-6
+    weight_decay: float = 0.0
+    betas: List[float] = field(default_factory=lambda: [0.9, 0.999])
+    eps: float = 1e-8
+    scheduler: str = "cosine"             # cosine | constant, per stage
+    warmup_ratio: float = 0.0
+    grad_clip: float = 1.0
+    micro_batch_size: int = 1
+    grad_accum: int = 1
+
+
+@dataclass
+class TrainerConfig:
+    seed: int = 42
+    max_steps: Optional[int] = None       # cap on the optimizer steps of every stage (smoke runs)
+    stop_at_step: Optional[int] = None    # stop after this global step, as a preempted job would
+    save_every: int = 0                   # mid-stage checkpoint every N steps (0: stage ends only)
+    progress: bool = True
+
+
+@dataclass
+class LoggerConfig:
+    wandb: bool = False
+    project: str = "hallucination-annotators"
+    entity: Optional[str] = None
+    mode: str = "auto"                    # auto: online with WANDB_API_KEY, else offline
+    group: Optional[str] = None
+    tags: List[str] = field(default_factory=list)
+
+
+@dataclass
+class EvalConfig:
+    enabled: bool = True
+    buckets: List[str] = field(default_factory=lambda: ["S", "M", "L"])
+    max_per_bucket: Optional[int] = None  # cap per bucket, taken balanced from hallucinated and faithful
+    max_new_tokens: int = 256
+
+
+@dataclass
+class SFTConfig:
+    exp_name: str = "sft"
+    output_dir: str = "outputs/${exp_name}/${now:%Y-%m-%d_%H-%M-%S}"
+    resume: str = "none"                  # none | auto | <checkpoint dir>
+    model: ModelConfig = field(default_factory=ModelConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+
+def register_configs() -> None:
+    ConfigStore.instance().store(name="sft_schema", node=SFTConfig)
+
+
+register_configs()
+
+
+def to_container(cfg: Any) -> dict:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(cfg, resolve=True)

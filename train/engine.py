@@ -1,0 +1,111 @@
+"""DeepSpeed engines: config, model creation (partitioned under ZeRO-3), export."""
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig
+
+from models.builders import load_causal_lm, torch_dtype
+
+
+def ds_config(cfg: DictConfig, world_size: int) -> dict:
+    ds, opt = cfg.deepspeed, cfg.optim
+    if ds.zero_stage not in (0, 2, 3):
+        raise ValueError(f"deepspeed.zero_stage: expected 0, 2 or 3, found {ds.zero_stage}")
+    if ds.offload_param and ds.zero_stage != 3:
+        raise ValueError("deepspeed.offload_param needs deepspeed.zero_stage=3")
+    zero: dict = {"stage": ds.zero_stage}
+    if ds.zero_stage == 3:
+        zero.update(stage3_gather_16bit_weights_on_model_save=True,
+                    stage3_param_persistence_threshold=0)
+        if ds.offload_param:
+            zero["offload_param"] = {"device": "cpu", "pin_memory": torch.cuda.is_available()}
+    if ds.offload_optimizer:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": torch.cuda.is_available()}
+    config = {
+        "train_micro_batch_size_per_gpu": opt.micro_batch_size,
+        "gradient_accumulation_steps": opt.grad_accum,
+        "train_batch_size": opt.micro_batch_size * opt.grad_accum * world_size,
+        "gradient_clipping": opt.grad_clip,
+        "zero_optimization": zero,
+        "zero_allow_untested_optimizer": True,
+        "bf16": {"enabled": torch_dtype(cfg.model.dtype) == torch.bfloat16},
+        "steps_per_print": 1_000_000_000,
+        "wall_clock_breakdown": False,
+    }
+    if ds.offload_optimizer:  # DeepSpeed's CPU Adam; built by DeepSpeed from this block
+        config["optimizer"] = {"type": "AdamW", "params": _adam_params(opt, opt.lr)}
+    return config
+
+
+def _adam_params(opt: DictConfig, lr: float) -> dict:
+    return {"lr": lr, "betas": list(opt.betas), "eps": opt.eps, "weight_decay": opt.weight_decay}
+
+
+def lr_lambda(kind: str, total_steps: int, warmup_steps: int):
+    """Multiplier of the stage's lr at optimizer step t (0-based): linear warmup, then cosine to 0."""
+    if kind not in ("cosine", "constant"):
+        raise ValueError(f"optim.scheduler: expected cosine | constant, found {kind!r}")
+
+    def f(t: int) -> float:
+        if t < warmup_steps:
+            return (t + 1) / warmup_steps
+        if kind == "constant":
+            return 1.0
+        progress = (t - warmup_steps) / max(1, total_steps - warmup_steps)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+    return f
+
+
+def build_engine(cfg: DictConfig, weights_dir: str, world_size: int, lr: float, total_steps: int):
+    """A fresh DeepSpeed engine (new optimizer and scheduler) on the weights in `weights_dir`."""
+    import deepspeed
+    from transformers.integrations import HfDeepSpeedConfig
+    from transformers.integrations.deepspeed import unset_hf_deepspeed_config
+
+    config = ds_config(cfg, world_size)
+    if "optimizer" in config:
+        config["optimizer"]["params"]["lr"] = lr
+    keep_alive = HfDeepSpeedConfig(config) if cfg.deepspeed.zero_stage == 3 else None
+    try:
+        model = load_causal_lm(weights_dir, cfg.model.dtype, cfg.model.attn_implementation)
+    finally:
+        del keep_alive
+        unset_hf_deepspeed_config()
+    if cfg.model.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.config.use_cache = False
+    optimizer = None if "optimizer" in config else torch.optim.AdamW(
+        model.parameters(), **_adam_params(cfg.optim, lr))
+    warmup = int(cfg.optim.warmup_ratio * total_steps)
+    schedule = lr_lambda(cfg.optim.scheduler, total_steps, warmup)
+    engine, *_ = deepspeed.initialize(
+        model=model, optimizer=optimizer, model_parameters=model.parameters(), config=config,
+        lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, schedule))
+    return engine
+
+
+def consolidated_state_dict(engine, zero_stage: int) -> dict:
+    """Full weights on rank 0 (a collective under ZeRO-3: every rank must call it)."""
+    if zero_stage == 3:
+        return engine._zero3_consolidated_16bit_state_dict()
+    return engine.module.state_dict()
+
+
+def export_hf(engine, zero_stage: int, tokenizer, out_dir: Path, is_main: bool) -> None:
+    """Write a `from_pretrained`-loadable model + tokenizer, atomically (tmp dir, then rename)."""
+    state = consolidated_state_dict(engine, zero_stage)
+    if not is_main:
+        return
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    state = {k: v.detach().to("cpu") for k, v in state.items()}
+    engine.module.save_pretrained(tmp, state_dict=state, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    os.rename(tmp, out_dir)

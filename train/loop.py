@@ -1,0 +1,93 @@
+"""The optimizer-step loop of one curriculum stage."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from data_builders.collate import collate
+from train.checkpoint import save_state
+from train.data import StagePlan
+from train.distributed import DistInfo, all_reduce_sum
+from train.loss import backward_scale, token_loss_sum
+from train.run_dir import TrainLog
+from train.tracking import Tracker
+
+
+class NonFiniteError(RuntimeError):
+    pass
+
+
+@dataclass
+class StageContext:
+    index: int
+    name: str
+    max_seq_len: int
+    run_dir: Path
+    info: DistInfo
+    log: TrainLog
+    tracker: Tracker
+    pad_id: int
+    save_every: int
+    stop_at_step: int | None
+    progress: bool
+
+
+def _to_device(batch: dict, device) -> dict:
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def train_step(engine, samples: list[dict], plan: StagePlan, step: int, ctx: StageContext) -> dict:
+    """One optimizer step; the loss is the mean over every target token of the global batch."""
+    micro = [[samples[i] for i in idx] for idx in plan.rank_indices(step, ctx.info.rank)]
+    local_targets = sum(sum(x != -100 for x in s["shift_labels"]) for mb in micro for s in mb)
+    local_tokens = sum(len(s["input_ids"]) for mb in micro for s in mb)
+    global_targets, global_tokens = all_reduce_sum([local_targets, local_tokens])
+    scale = backward_scale(ctx.info.world_size, plan.grad_accum, global_targets)
+    lr = engine.get_lr()[0]
+    loss_sum = 0.0
+    for mb in micro:
+        loss, _ = token_loss_sum(engine, _to_device(collate(mb, ctx.pad_id), ctx.info.device))
+        engine.backward(loss * scale)
+        engine.step()
+        loss_sum += loss.item()
+    loss = all_reduce_sum([loss_sum])[0] / global_targets
+    grad_norm = engine.get_global_grad_norm()
+    grad_norm = float(grad_norm) if grad_norm is not None else float("nan")
+    return {"loss": loss, "grad_norm": grad_norm, "lr": lr, "tokens": int(global_tokens),
+            "target_tokens": int(global_targets)}
+
+
+def run_stage(engine, samples: list[dict], plan: StagePlan, ctx: StageContext,
+              start_step: int, global_step: int) -> tuple[int, bool]:
+    """Train steps [start_step, plan.total_steps); returns (global step, stopped early)."""
+    bar = tqdm(total=plan.total_steps, initial=start_step, desc=f"stage {ctx.index} {ctx.name}",
+               disable=not (ctx.progress and ctx.info.is_main), dynamic_ncols=True)
+    try:
+        for step in range(start_step, plan.total_steps):
+            t0 = time.time()
+            out = train_step(engine, samples, plan, step, ctx)
+            global_step += 1
+            if not (math.isfinite(out["loss"]) and math.isfinite(out["grad_norm"])):
+                raise NonFiniteError(f"stage {ctx.name!r} step {step + 1}: non-finite loss {out['loss']} "
+                                     f"or grad norm {out['grad_norm']}; the last good checkpoint is kept")
+            dt = time.time() - t0
+            row = {"stage": ctx.name, "step": global_step, "stage_step": step + 1,
+                   "seq_len": ctx.max_seq_len, **out, "step_s": round(dt, 4),
+                   "tokens_per_s": round(out["tokens"] / dt, 1), "elapsed_s": round(ctx.log.elapsed(), 3)}
+            ctx.log.write(row)
+            ctx.tracker.log({f"train/{k}": v for k, v in row.items() if k != "stage"}, step=global_step)
+            bar.update(1)
+            bar.set_postfix(loss=f"{out['loss']:.4f}", tok_s=f"{row['tokens_per_s']:.0f}")
+            last = step + 1 == plan.total_steps
+            stop = ctx.stop_at_step is not None and global_step >= ctx.stop_at_step
+            if not last and (stop or (ctx.save_every and (step + 1) % ctx.save_every == 0)):
+                save_state(engine, ctx.run_dir, ctx.index, ctx.name, step + 1, global_step, ctx.info.is_main)
+            if stop and not last:
+                return global_step, True
+    finally:
+        bar.close()
+    return global_step, False

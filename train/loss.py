@@ -1,0 +1,33 @@
+"""Token-weighted causal-LM loss on response tokens only."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from data_builders.collate import IGNORE_INDEX
+
+
+def token_loss_sum(model, batch: dict) -> tuple[torch.Tensor, int]:
+    """Summed cross-entropy over labelled positions, and how many there are.
+
+    Logits are computed only where some row has a label (`logits_to_keep`), so a
+    32k-token prompt never materialises a 32k x vocab logits tensor.
+    """
+    labels = batch["shift_labels"]
+    keep = (labels != IGNORE_INDEX).any(dim=0).nonzero().squeeze(1)
+    out = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"],
+                attention_mask=batch.get("attention_mask"), logits_to_keep=keep, use_cache=False)
+    kept = labels[:, keep]
+    loss = F.cross_entropy(out.logits.float().flatten(0, 1), kept.flatten(),
+                           ignore_index=IGNORE_INDEX, reduction="sum")
+    return loss, int((kept != IGNORE_INDEX).sum())
+
+
+def backward_scale(world_size: int, grad_accum: int, global_tokens: float) -> float:
+    """Factor turning a rank's summed loss into its share of the step's token mean.
+
+    DeepSpeed divides by grad_accum in backward and averages gradients over all
+    ranks, so scaling by world_size * grad_accum / global_tokens leaves exactly
+    sum(all token losses) / global_tokens.
+    """
+    return world_size * grad_accum / global_tokens

@@ -1,0 +1,108 @@
+"""Curriculum SFT: each stage starts from the previous stage's exported weights with a
+fresh optimizer and scheduler; checkpoints, resume, logging, and a final evaluation."""
+from __future__ import annotations
+
+import gc
+import json
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig
+
+from models.builders import load_tokenizer, resolve_model_path
+from train.checkpoint import (ResumePoint, find_resume_point, mark_stage_done, stage_dir,
+                              stage_weights)
+from train.config import to_container
+from train.data import plan_stage, prepare_records, stage_samples
+from train.distributed import DistInfo, barrier
+from train.engine import build_engine, export_hf
+from train.final_eval import evaluate_export
+from train.loop import StageContext, run_stage
+from train.run_dir import TrainLog, agree_on_output_dir
+from train.tracking import Tracker
+
+
+def resume_point(cfg: DictConfig, run_dir: Path, names: list[str]) -> ResumePoint | None:
+    if cfg.resume == "none":
+        return None
+    if cfg.resume != "auto":
+        raise ValueError(f"resume: expected none | auto, found {cfg.resume!r} "
+                         "(to resume a run, pass its output_dir=... with resume=auto)")
+    point = find_resume_point(run_dir, names)
+    return point if (point.stage_index, point.step) != (0, 0) else None
+
+
+def train(cfg: DictConfig, info: DistInfo) -> dict | None:
+    torch.manual_seed(cfg.trainer.seed)
+    run_dir = agree_on_output_dir(cfg, info)
+    base = resolve_model_path(cfg.model.name_or_path)
+    tokenizer = load_tokenizer(base)
+    records = prepare_records(cfg, tokenizer, run_dir, info)
+    stages = list(cfg.curriculum.stages)
+    names = [s.name for s in stages]
+    point = resume_point(cfg, run_dir, names)
+    log = TrainLog(run_dir, info.is_main, point.global_step if point else None)
+    tracker = Tracker(cfg, to_container(cfg), run_dir, info.is_main)
+    if point and info.is_main:
+        print(f"resuming at stage {point.stage_index} step {point.step} (global step {point.global_step})",
+              flush=True)
+    global_step = point.global_step if point else 0
+    try:
+        for i, stage in enumerate(stages):
+            if point and i < point.stage_index:
+                continue
+            start = point.step if point and i == point.stage_index else 0
+            global_step, stopped = _run_one_stage(cfg, info, run_dir, i, stage, names, base, tokenizer,
+                                                  records["train"], log, tracker, start, global_step,
+                                                  point.state_dir if point and i == point.stage_index else None)
+            if stopped:
+                return None
+        metrics = None
+        if cfg.eval.enabled:
+            final = stage_weights(run_dir, len(stages), names, base)
+            metrics = evaluate_export(cfg, final, records["test"], run_dir, info)
+            if metrics is not None:
+                tracker.summary({"eval": metrics})
+                print((run_dir / "eval" / "report.md").read_text(encoding="utf-8"), flush=True)
+        return metrics
+    finally:
+        tracker.finish()
+
+
+def _run_one_stage(cfg, info, run_dir, index, stage, names, base, tokenizer, train_records, log,
+                   tracker, start_step, global_step, state_dir):
+    samples, skipped = stage_samples(train_records, stage, tokenizer, cfg.task.template,
+                                     cfg.data.max_skip_fraction)
+    plan = plan_stage(stage, len(samples), info.world_size, cfg.optim.micro_batch_size,
+                      cfg.optim.grad_accum, cfg.trainer.seed + 1000 * index, cfg.trainer.max_steps)
+    if info.is_main:
+        print(f"stage {index} {stage.name}: bucket {stage.bucket}, {len(samples)} samples "
+              f"({skipped} skipped as longer than {stage.max_seq_len}), {plan.total_steps} steps",
+              flush=True)
+    lr = stage.lr if stage.lr is not None else cfg.optim.lr
+    engine = build_engine(cfg, stage_weights(run_dir, index, names, base), info.world_size, lr,
+                          plan.total_steps)
+    if state_dir is not None:
+        engine.load_checkpoint(str(state_dir), tag="state")
+    ctx = StageContext(index, stage.name, stage.max_seq_len, run_dir, info, log, tracker,
+                       tokenizer.pad_token_id, cfg.trainer.save_every, cfg.trainer.stop_at_step,
+                       cfg.trainer.progress)
+    global_step, stopped = run_stage(engine, samples, plan, ctx, start_step, global_step)
+    if not stopped:
+        export_hf(engine, cfg.deepspeed.zero_stage, tokenizer, stage_dir(run_dir, index, stage.name) / "hf",
+                  info.is_main)
+        barrier()
+        if info.is_main:
+            mark_stage_done(run_dir, index, stage.name, global_step)
+            _write_stage_summary(run_dir, index, stage.name, skipped, plan.total_steps)
+        barrier()
+        stopped = cfg.trainer.stop_at_step is not None and global_step >= cfg.trainer.stop_at_step
+    engine.destroy()
+    del engine
+    gc.collect()
+    return global_step, stopped
+
+
+def _write_stage_summary(run_dir: Path, index: int, name: str, skipped: int, steps: int) -> None:
+    path = stage_dir(run_dir, index, name) / "stage_summary.json"
+    path.write_text(json.dumps({"stage": name, "steps": steps, "skipped_too_long": skipped}), encoding="utf-8")
