@@ -41,7 +41,7 @@ def test_run_directory_contract(uninterrupted):
     assert [r["stage"] for r in log] == ["s2k"] * 3 + ["s4k"] * 3
     assert all(set(LOG_FIELDS) <= set(r) for r in log)
     assert all(r["tokens"] > 0 and r["loss"] > 0 for r in log)
-    assert log[0]["lr"] == log[3]["lr"] == 2e-3, "each stage restarts its cosine schedule at optim.lr"
+    assert log[0]["lr"] == log[3]["lr"] == 3e-3, "each stage restarts its cosine schedule at optim.lr"
     assert log[1]["lr"] < log[0]["lr"]
     for stage in ("0-s2k", "1-s4k"):
         assert (out / "checkpoints" / stage / "done.json").exists()

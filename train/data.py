@@ -22,10 +22,13 @@ def needed_buckets(cfg: DictConfig) -> list[str]:
     return sorted(set(names), key=names.index)
 
 
-def check_data_config(cfg: DictConfig) -> None:
+def check_run_config(cfg: DictConfig) -> None:
     """Errors a user can fix, raised before any process group exists."""
     if not cfg.curriculum.stages:
         raise DataError("curriculum.stages is empty: at least one stage is needed")
+    if cfg.parallel.sp_size != 1:
+        raise NotImplementedError(f"parallel.sp_size={cfg.parallel.sp_size}: sequence parallelism is not "
+                                  "implemented yet; use parallel.sp_size=1")
     known = set(cfg.data.bucket_budgets)
     for name in needed_buckets(cfg):
         if name not in known:

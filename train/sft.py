@@ -11,13 +11,13 @@ import train.config  # noqa: F401  (registers the structured schemas)
 @hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from models.builders import resolve_model_path
-    from train.data import check_data_config
+    from train.data import check_run_config
     from train.distributed import init_distributed, teardown
     from train.trainer import train
 
     if not str(cfg.model.name_or_path or "").startswith("embedded:"):   # fail before any process group
         resolve_model_path(cfg.model.name_or_path)
-    check_data_config(cfg)
+    check_run_config(cfg)
     info = init_distributed()
     try:
         train(cfg, info)
