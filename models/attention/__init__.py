@@ -1,0 +1,1 @@
+"""Attention backends: the ring (sequence-parallel) backend and its block kernels."""

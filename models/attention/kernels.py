@@ -1,0 +1,65 @@
+"""Single-device block kernels of the ring: attention of a query block over a key/value
+block that also returns (and in backward consumes) the log-sum-exp.
+
+Tensors are [batch, heads, seq, head_dim]; key/value may have fewer heads (GQA);
+the log-sum-exp is float32 [batch, heads, seq]. On CPU the kernel is PyTorch's
+flash kernel for CPU; on CUDA it is flash-attn (installed with the `gpu` extra,
+imported only there). The ring code around them is identical on both.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Protocol
+
+import torch
+
+
+class BlockKernel(Protocol):
+    def forward(self, q, k, v, causal: bool, scale: float) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def backward(self, dout, q, k, v, out, lse, causal: bool, scale: float
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
+
+
+class CPUFlashKernel:
+    def forward(self, q, k, v, causal, scale):
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
+
+    def backward(self, dout, q, k, v, out, lse, causal, scale):
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            dout.contiguous(), q, k, v, out, lse.contiguous(), 0.0, causal, scale=scale)
+
+
+def _supported(fn, **kwargs) -> dict:
+    names = inspect.signature(fn).parameters
+    return {k: v for k, v in kwargs.items() if k in names}
+
+
+class FlashAttnKernel:
+    """flash-attn 2.x internals, as ring-flash-attn calls them (layout [batch, seq, heads, dim])."""
+
+    def __init__(self):
+        from flash_attn.flash_attn_interface import _flash_attn_backward, _flash_attn_forward
+
+        self._fwd, self._bwd = _flash_attn_forward, _flash_attn_backward
+
+    def forward(self, q, k, v, causal, scale):
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        kwargs = _supported(self._fwd, dropout_p=0.0, softmax_scale=scale, causal=causal,
+                            window_size=(-1, -1), window_size_left=-1, window_size_right=-1,
+                            softcap=0.0, alibi_slopes=None, return_softmax=False)
+        out, lse = self._fwd(q, k, v, **kwargs)[:2]
+        return out.transpose(1, 2), lse
+
+    def backward(self, dout, q, k, v, out, lse, causal, scale):
+        dout, q, k, v, out = (t.transpose(1, 2) for t in (dout, q, k, v, out))
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        kwargs = _supported(self._bwd, dropout_p=0.0, softmax_scale=scale, causal=causal,
+                            window_size=(-1, -1), window_size_left=-1, window_size_right=-1,
+                            softcap=0.0, alibi_slopes=None, deterministic=False, rng_state=None)
+        self._bwd(dout.contiguous(), q, k, v, out, lse, dq, dk, dv, **kwargs)
+        return dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)
+
+
+def kernel_for(device: torch.device) -> BlockKernel:
+    return FlashAttnKernel() if device.type == "cuda" else CPUFlashKernel()

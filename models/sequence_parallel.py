@@ -1,0 +1,110 @@
+"""Sequence-parallel (SP) arithmetic and the data path, as pure functions.
+
+Ranks form SP groups of `sp_size` consecutive ranks; data parallelism runs
+across groups. Within a group every sequence (each document of a packed row)
+is cut into 2 * sp_size equal chunks and rank r holds chunks r and
+2 * sp_size - 1 - r (the zigzag layout, which balances causal work). Labels
+are shifted on the global sequence before the split (see data_builders.collate),
+so splitting never re-shifts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from data_builders.collate import IGNORE_INDEX
+
+SP_MODES = ("zigzag", "zigzag_varlen")
+
+
+@dataclass(frozen=True)
+class SPMesh:
+    world_size: int
+    sp_size: int
+
+    def __post_init__(self):
+        if self.sp_size < 1 or self.world_size % self.sp_size:
+            raise ValueError(f"parallel.sp_size={self.sp_size} must be >= 1 and divide the number of "
+                             f"ranks {self.world_size} (world_size % sp_size == 0)")
+
+    @property
+    def dp_size(self) -> int:
+        return self.world_size // self.sp_size
+
+    def dp_rank(self, rank: int) -> int:
+        return rank // self.sp_size
+
+    def sp_rank(self, rank: int) -> int:
+        return rank % self.sp_size
+
+    def sp_groups(self) -> list[list[int]]:
+        return [list(range(g * self.sp_size, (g + 1) * self.sp_size)) for g in range(self.dp_size)]
+
+
+def doc_lengths(position_ids: torch.Tensor) -> list[int]:
+    """Lengths of the packed documents of one row: a document starts where positions restart at 0."""
+    starts = (position_ids == 0).nonzero().flatten().tolist()
+    if not starts or starts[0] != 0:
+        raise ValueError("position_ids of a row must start at 0 (each packed sample restarts at 0)")
+    return [b - a for a, b in zip(starts, starts[1:] + [position_ids.numel()])]
+
+
+def zigzag_index(doc_lens: list[int], sp_size: int, sp_rank: int) -> torch.Tensor:
+    """Positions (in the row) that rank `sp_rank` holds; every length must divide by 2 * sp_size."""
+    parts, offset = [], 0
+    for n in doc_lens:
+        if n % (2 * sp_size):
+            raise ValueError(f"document length {n} is not a multiple of 2 * sp_size = {2 * sp_size}")
+        c = n // (2 * sp_size)
+        for chunk in (sp_rank, 2 * sp_size - 1 - sp_rank):
+            parts.append(torch.arange(offset + chunk * c, offset + (chunk + 1) * c))
+        offset += n
+    return torch.cat(parts)
+
+
+def pad_documents(row: dict, multiple: int, pad_id: int) -> tuple[dict, list[int]]:
+    """Pad every document of a one-row batch to a multiple of `multiple`.
+
+    Pads go right after their document (so causal attention never lets a real token
+    see them), carry label IGNORE_INDEX and continue that document's positions.
+    """
+    if row["input_ids"].shape[0] != 1 or "attention_mask" in row:
+        raise ValueError("sequence parallelism takes one (possibly packed) row per micro-batch: "
+                         "set optim.micro_batch_size=1")
+    lens = doc_lengths(row["position_ids"][0])
+    ids, labels, pos, real, padded = [], [], [], [], []
+    start = 0
+    for n in lens:
+        extra = -n % multiple
+        ids += [row["input_ids"][0, start:start + n], torch.full((extra,), pad_id)]
+        labels += [row["shift_labels"][0, start:start + n], torch.full((extra,), IGNORE_INDEX)]
+        real += [torch.ones(n, dtype=torch.bool), torch.zeros(extra, dtype=torch.bool)]
+        pos.append(torch.arange(n + extra))
+        padded.append(n + extra)
+        start += n
+    out = {"input_ids": torch.cat(ids)[None], "shift_labels": torch.cat(labels)[None],
+           "position_ids": torch.cat(pos)[None], "real": torch.cat(real)[None]}
+    return out, padded
+
+
+def shard_batch(row: dict, sp_size: int, sp_rank: int, pad_id: int) -> dict:
+    """This rank's slice of a one-row batch, plus `sp_doc_lens` (local document lengths)."""
+    padded, lens = pad_documents(row, 2 * sp_size, pad_id)
+    idx = zigzag_index(lens, sp_size, sp_rank)
+    local = {k: v[:, idx] for k, v in padded.items()}
+    local["n_real_tokens"] = int(local.pop("real").sum())
+    local["sp_doc_lens"] = [n // sp_size for n in lens]
+    return local
+
+
+def zigzag_gather(parts: list[torch.Tensor], doc_lens: list[int], dim: int = 1) -> torch.Tensor:
+    """Inverse of the split: the full (padded) sequence from every rank's slice, in rank order."""
+    sp = len(parts)
+    total = sum(doc_lens)
+    shape = list(parts[0].shape)
+    shape[dim] = total
+    out = parts[0].new_empty(shape)
+    for r, part in enumerate(parts):
+        out.index_copy_(dim, zigzag_index(doc_lens, sp, r).to(part.device), part)
+    return out
