@@ -88,8 +88,15 @@ def pad_documents(row: dict, multiple: int, pad_id: int) -> tuple[dict, list[int
     return out, padded
 
 
-def shard_batch(row: dict, sp_size: int, sp_rank: int, pad_id: int) -> dict:
-    """This rank's slice of a one-row batch, plus `sp_doc_lens` (local document lengths)."""
+def shard_batch(row: dict, sp_size: int, sp_rank: int, pad_id: int, mode: str = "zigzag_varlen") -> dict:
+    """This rank's slice of a one-row batch, plus `sp_doc_lens` (local document lengths).
+
+    Mode `zigzag` takes one sequence per row; `zigzag_varlen` also packed rows.
+    """
+    if mode not in SP_MODES:
+        raise ValueError(f"parallel.sp_mode: expected one of {list(SP_MODES)}, found {mode!r}")
+    if mode == "zigzag" and len(doc_lengths(row["position_ids"][0])) > 1:
+        raise ValueError("a packed row (position_ids restart inside it) needs parallel.sp_mode=zigzag_varlen")
     padded, lens = pad_documents(row, 2 * sp_size, pad_id)
     idx = zigzag_index(lens, sp_size, sp_rank)
     local = {k: v[:, idx] for k, v in padded.items()}

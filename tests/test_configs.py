@@ -73,4 +73,5 @@ def test_paper_recipe_matches_appendix_e2():
 def test_demo_keeps_the_real_lengths():
     cfg = _compose(["+exp=longnovel_curriculum_demo"])
     assert [s.max_seq_len for s in cfg.curriculum.stages] == [2048, 16384, 16384, 32768]
+    assert cfg.parallel.sp_size == 2
     assert cfg.model.name_or_path.startswith("embedded:")

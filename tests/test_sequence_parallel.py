@@ -70,3 +70,9 @@ def test_sp_needs_one_row_per_micro_batch():
     two = {k: v.repeat(2, 1) for k, v in row.items()}
     with pytest.raises(ValueError, match="micro_batch_size=1"):
         shard_batch(two, 2, 0, pad_id=0)
+
+
+def test_plain_zigzag_rejects_packed_rows():
+    with pytest.raises(ValueError, match="sp_mode=zigzag_varlen"):
+        shard_batch(_packed_row([8, 8]), 2, 0, pad_id=0, mode="zigzag")
+    assert shard_batch(_packed_row([16]), 2, 0, pad_id=0, mode="zigzag")["sp_doc_lens"] == [8]

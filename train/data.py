@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from omegaconf import DictConfig
 
 from data_builders.collate import encode_sample
 from data_builders.schema import read_records, write_jsonl
+from models.sequence_parallel import SP_MODES, SPMesh
 from train.distributed import DistInfo, barrier
 
 
@@ -26,9 +28,7 @@ def check_run_config(cfg: DictConfig) -> None:
     """Errors a user can fix, raised before any process group exists."""
     if not cfg.curriculum.stages:
         raise DataError("curriculum.stages is empty: at least one stage is needed")
-    if cfg.parallel.sp_size != 1:
-        raise NotImplementedError(f"parallel.sp_size={cfg.parallel.sp_size}: sequence parallelism is not "
-                                  "implemented yet; use parallel.sp_size=1")
+    check_parallel_config(cfg)
     known = set(cfg.data.bucket_budgets)
     for name in needed_buckets(cfg):
         if name not in known:
@@ -39,6 +39,15 @@ def check_run_config(cfg: DictConfig) -> None:
             raise DataError(f"data.source={cfg.data.source} needs data.root=<a directory>, found {cfg.data.root!r}")
     elif cfg.data.source != "embedded":
         raise DataError(f"data.source: expected embedded | records | longnovel_released, found {cfg.data.source!r}")
+
+
+def check_parallel_config(cfg: DictConfig) -> None:
+    SPMesh(int(os.environ.get("WORLD_SIZE", "1")), cfg.parallel.sp_size)   # divisibility, before any group
+    if cfg.parallel.sp_mode not in SP_MODES:
+        raise ValueError(f"parallel.sp_mode: expected one of {list(SP_MODES)}, found {cfg.parallel.sp_mode!r}")
+    if cfg.parallel.sp_size > 1 and cfg.optim.micro_batch_size != 1:
+        raise ValueError(f"parallel.sp_size={cfg.parallel.sp_size} needs optim.micro_batch_size=1 "
+                         f"(found {cfg.optim.micro_batch_size}); raise optim.grad_accum instead")
 
 
 def _released_file(root: Path, split: str) -> Path:

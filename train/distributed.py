@@ -13,6 +13,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from models.sequence_parallel import SPMesh
+
 
 @dataclass(frozen=True)
 class DistInfo:
@@ -20,14 +22,28 @@ class DistInfo:
     world_size: int
     local_rank: int
     device: torch.device
+    sp_size: int = 1
+    sp_group: object = None          # this rank's sequence-parallel group (None when sp_size == 1)
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
 
+    @property
+    def sp_rank(self) -> int:
+        return self.rank % self.sp_size
 
-def init_distributed(timeout_s: int = 1800) -> DistInfo:
-    """Join the torchrun group (or form a group of one) and pick the device."""
+    @property
+    def dp_rank(self) -> int:
+        return self.rank // self.sp_size
+
+    @property
+    def dp_size(self) -> int:
+        return self.world_size // self.sp_size
+
+
+def init_distributed(sp_size: int = 1, timeout_s: int = 1800) -> DistInfo:
+    """Join the torchrun group (or form a group of one), build the SP groups, pick the device."""
     cuda = torch.cuda.is_available()
     if not cuda:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
@@ -45,7 +61,20 @@ def init_distributed(timeout_s: int = 1800) -> DistInfo:
     deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo",
                                timeout=timedelta(seconds=timeout_s))
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
-    return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, device)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    return DistInfo(rank, world, local_rank, device, sp_size, _sp_group(SPMesh(world, sp_size), rank))
+
+
+def _sp_group(mesh: SPMesh, rank: int):
+    """Every rank creates every SP group (new_group is collective); each keeps its own."""
+    if mesh.sp_size == 1:
+        return None
+    mine = None
+    for ranks in mesh.sp_groups():
+        group = dist.new_group(ranks)
+        if rank in ranks:
+            mine = group
+    return mine
 
 
 def teardown() -> None:

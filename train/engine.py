@@ -61,6 +61,15 @@ def lr_lambda(kind: str, total_steps: int, warmup_steps: int):
     return f
 
 
+def attention_backend(cfg: DictConfig) -> str:
+    """Sequence parallelism swaps in the ring backend for training; inference keeps the configured one."""
+    if cfg.parallel.sp_size == 1:
+        return cfg.model.attn_implementation
+    from models.attention.hf_ring import register
+
+    return register()
+
+
 def build_engine(cfg: DictConfig, weights_dir: str, world_size: int, lr: float, total_steps: int):
     """A fresh DeepSpeed engine (new optimizer and scheduler) on the weights in `weights_dir`."""
     import deepspeed
@@ -72,7 +81,7 @@ def build_engine(cfg: DictConfig, weights_dir: str, world_size: int, lr: float, 
         config["optimizer"]["params"]["lr"] = lr
     keep_alive = HfDeepSpeedConfig(config) if cfg.deepspeed.zero_stage == 3 else None
     try:
-        model = load_causal_lm(weights_dir, cfg.model.dtype, cfg.model.attn_implementation)
+        model = load_causal_lm(weights_dir, cfg.model.dtype, attention_backend(cfg))
     finally:
         del keep_alive
         unset_hf_deepspeed_config()

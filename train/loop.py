@@ -8,7 +8,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from data_builders.collate import collate
+from data_builders.collate import IGNORE_INDEX, collate
+from models.sequence_parallel import shard_batch
 from train.checkpoint import save_state
 from train.data import StagePlan
 from train.distributed import DistInfo, all_reduce_sum
@@ -34,23 +35,36 @@ class StageContext:
     save_every: int
     stop_at_step: int | None
     progress: bool
+    sp_mode: str = "zigzag"
 
 
-def _to_device(batch: dict, device) -> dict:
-    return {k: v.to(device) for k, v in batch.items()}
+def _micro_batch(samples: list[dict], ctx: StageContext) -> tuple[dict, dict, int, int]:
+    """This rank's tensors of one micro-batch, extra model kwargs, target and real-token counts.
+
+    With sequence parallelism the ranks of a group take the same samples and each
+    keeps its zigzag slice, so counting on the slice counts every token once.
+    """
+    batch = collate(samples, ctx.pad_id)
+    if ctx.info.sp_size == 1:
+        kwargs, real = {}, sum(len(s["input_ids"]) for s in samples)
+    else:
+        batch = shard_batch(batch, ctx.info.sp_size, ctx.info.sp_rank, ctx.pad_id, ctx.sp_mode)
+        kwargs = {"sp_group": ctx.info.sp_group, "sp_doc_lens": batch.pop("sp_doc_lens")}
+        real = batch.pop("n_real_tokens")
+    targets = int((batch["shift_labels"] != IGNORE_INDEX).sum())
+    return {k: v.to(ctx.info.device) for k, v in batch.items()}, kwargs, targets, real
 
 
 def train_step(engine, samples: list[dict], plan: StagePlan, step: int, ctx: StageContext) -> dict:
     """One optimizer step; the loss is the mean over every target token of the global batch."""
-    micro = [[samples[i] for i in idx] for idx in plan.rank_indices(step, ctx.info.rank)]
-    local_targets = sum(sum(x != -100 for x in s["shift_labels"]) for mb in micro for s in mb)
-    local_tokens = sum(len(s["input_ids"]) for mb in micro for s in mb)
-    global_targets, global_tokens = all_reduce_sum([local_targets, local_tokens])
+    micro = [_micro_batch([samples[i] for i in idx], ctx)
+             for idx in plan.rank_indices(step, ctx.info.dp_rank)]
+    global_targets, global_tokens = all_reduce_sum([sum(m[2] for m in micro), sum(m[3] for m in micro)])
     scale = backward_scale(ctx.info.world_size, plan.grad_accum, global_targets)
     lr = engine.get_lr()[0]
     loss_sum = 0.0
-    for mb in micro:
-        loss, _ = token_loss_sum(engine, _to_device(collate(mb, ctx.pad_id), ctx.info.device))
+    for batch, kwargs, _, _ in micro:
+        loss, _ = token_loss_sum(engine, batch, **kwargs)
         engine.backward(loss * scale)
         engine.step()
         loss_sum += loss.item()

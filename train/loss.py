@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from data_builders.collate import IGNORE_INDEX
 
 
-def token_loss_sum(model, batch: dict) -> tuple[torch.Tensor, int]:
+def token_loss_sum(model, batch: dict, **model_kwargs) -> tuple[torch.Tensor, int]:
     """Summed cross-entropy over labelled positions, and how many there are.
 
     Logits are computed only where some row has a label (`logits_to_keep`), so a
@@ -16,7 +16,8 @@ def token_loss_sum(model, batch: dict) -> tuple[torch.Tensor, int]:
     labels = batch["shift_labels"]
     keep = (labels != IGNORE_INDEX).any(dim=0).nonzero().squeeze(1)
     out = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"],
-                attention_mask=batch.get("attention_mask"), logits_to_keep=keep, use_cache=False)
+                attention_mask=batch.get("attention_mask"), logits_to_keep=keep, use_cache=False,
+                **model_kwargs)
     kept = labels[:, keep]
     loss = F.cross_entropy(out.logits.float().flatten(0, 1), kept.flatten(),
                            ignore_index=IGNORE_INDEX, reduction="sum")
@@ -28,6 +29,8 @@ def backward_scale(world_size: int, grad_accum: int, global_tokens: float) -> fl
 
     DeepSpeed divides by grad_accum in backward and averages gradients over all
     ranks, so scaling by world_size * grad_accum / global_tokens leaves exactly
-    sum(all token losses) / global_tokens.
+    sum(all token losses) / global_tokens. This holds with sequence parallelism
+    too: the ranks of an SP group hold disjoint tokens of one sample, so their
+    summed losses add up to the sample's (no extra 1/sp_size factor).
     """
     return world_size * grad_accum / global_tokens

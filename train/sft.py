@@ -18,7 +18,7 @@ def main(cfg: DictConfig) -> None:
     if not str(cfg.model.name_or_path or "").startswith("embedded:"):   # fail before any process group
         resolve_model_path(cfg.model.name_or_path)
     check_run_config(cfg)
-    info = init_distributed()
+    info = init_distributed(cfg.parallel.sp_size)
     try:
         train(cfg, info)
     finally:

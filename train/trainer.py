@@ -73,7 +73,7 @@ def _run_one_stage(cfg, info, run_dir, index, stage, names, base, tokenizer, tra
                    tracker, start_step, global_step, state_dir):
     samples, skipped = stage_samples(train_records, stage, tokenizer, cfg.task.template,
                                      cfg.data.max_skip_fraction)
-    plan = plan_stage(stage, len(samples), info.world_size, cfg.optim.micro_batch_size,
+    plan = plan_stage(stage, len(samples), info.dp_size, cfg.optim.micro_batch_size,
                       cfg.optim.grad_accum, cfg.trainer.seed + 1000 * index, cfg.trainer.max_steps)
     if info.is_main:
         print(f"stage {index} {stage.name}: bucket {stage.bucket}, {len(samples)} samples "
@@ -86,7 +86,7 @@ def _run_one_stage(cfg, info, run_dir, index, stage, names, base, tokenizer, tra
         engine.load_checkpoint(str(state_dir), tag="state")
     ctx = StageContext(index, stage.name, stage.max_seq_len, run_dir, info, log, tracker,
                        tokenizer.pad_token_id, cfg.trainer.save_every, cfg.trainer.stop_at_step,
-                       cfg.trainer.progress)
+                       cfg.trainer.progress, cfg.parallel.sp_mode)
     global_step, stopped = run_stage(engine, samples, plan, ctx, start_step, global_step)
     if not stopped:
         export_hf(engine, cfg.deepspeed.zero_stage, tokenizer, stage_dir(run_dir, index, stage.name) / "hf",

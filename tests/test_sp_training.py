@@ -1,0 +1,42 @@
+"""Invariant 2: a training step at sp_size=2 (2 ranks, ring attention) equals sp_size=1
+(1 rank, sdpa) on the same global batch under ZeRO-3 offload, in fp32: same loss, same
+gradient norm, same weights after the step, same loss at the next step."""
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tests.conftest import torchrun
+from tests.test_trainer_e2e import TINY, _ok
+from train.run_dir import read_train_log
+
+pytestmark = pytest.mark.slow
+
+# Stage 'one' takes one optimizer step and exports; stage 'next' measures the loss after it.
+TWO_STAGES = ["curriculum.stages=[{name: one, bucket: S, max_seq_len: 2048, max_steps: 1},"
+              "{name: next, bucket: M, max_seq_len: 4096, max_steps: 1}]",
+              "eval.enabled=false", "model.dtype=float32"]
+
+
+def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a - b).norm() / b.norm()).item()
+
+
+def test_sp2_step_equals_sp1_step(tmp_path):
+    _ok(torchrun(2, TINY + TWO_STAGES + [f"output_dir={tmp_path / 'sp2'}", "parallel=sp2"]))
+    _ok(torchrun(1, TINY + TWO_STAGES + [f"output_dir={tmp_path / 'sp1'}"]))
+    sp2, sp1 = read_train_log(tmp_path / "sp2"), read_train_log(tmp_path / "sp1")
+    assert [r["stage"] for r in sp2] == [r["stage"] for r in sp1] == ["one", "next"]
+    for a, b in zip(sp2, sp1):
+        assert (a["tokens"], a["target_tokens"]) == (b["tokens"], b["target_tokens"])
+        assert abs(a["loss"] - b["loss"]) / b["loss"] < 1e-4, (a, b)
+        assert abs(a["grad_norm"] - b["grad_norm"]) / b["grad_norm"] < 1e-4, (a, b)
+    wa = load_file(tmp_path / "sp2" / "checkpoints" / "0-one" / "hf" / "model.safetensors")
+    wb = load_file(tmp_path / "sp1" / "checkpoints" / "0-one" / "hf" / "model.safetensors")
+    assert wa.keys() == wb.keys()
+    # Whole model within 1e-4. Per tensor the bound is looser: Adam's first update is
+    # lr * g / (|g| + eps), so the rare coordinates with |g| near eps turn float-order noise
+    # of the reduction into visible differences (seen: 1-2 elements in a tensor).
+    whole = (sum((wa[n] - wb[n]).norm() ** 2 for n in wa) / sum(wb[n].norm() ** 2 for n in wb)) ** 0.5
+    assert whole < 1e-4
+    worst = max(wa, key=lambda n: _relative(wa[n], wb[n]))
+    assert _relative(wa[worst], wb[worst]) < 5e-4, worst
