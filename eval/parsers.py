@@ -32,6 +32,8 @@ def _json_objects(text: str):
 
 
 def _label(value) -> int | None:
+    if not isinstance(value, (str, bool, int)):
+        return None
     key = value.strip().lower() if isinstance(value, str) else value
     if key in _TRUE:
         return 1

@@ -27,6 +27,7 @@ def test_verdicts_that_parse(text, label, types):
 @pytest.mark.parametrize("text", [
     "", "无幻觉", '{"has_hallucination": "可能"}', '{"details": []}',
     '{"has_hallucination": "details": "details": "details"', None,
+    '{"has_hallucination": ["有幻觉"], "details": []}', '{"has_hallucination": {"a": 1}}',
 ])
 def test_verdicts_rejected(text):
     assert parse_longnovel_verdict(text) is None

@@ -107,3 +107,13 @@ def test_missing_model_path_fails_at_once_naming_the_key():
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "model.name_or_path" in proc.stderr and "+exp=longnovel_curriculum_demo" in proc.stderr
+
+
+@pytest.mark.parametrize("zero", ["zero2", "none"])
+def test_other_zero_stages_train_and_export(tmp_path, zero):
+    one_stage = ["curriculum.stages=[{name: s2k, bucket: S, max_seq_len: 2048, max_steps: 2}]",
+                 "eval.enabled=false", f"deepspeed={zero}"]
+    _ok(torchrun(2, TINY + one_stage + [f"output_dir={tmp_path}"]))
+    log = read_train_log(tmp_path)
+    assert [r["step"] for r in log] == [1, 2] and log[1]["loss"] < log[0]["loss"] * 1.5
+    assert (tmp_path / "checkpoints" / "0-s2k" / "hf" / "model.safetensors").exists()

@@ -1,0 +1,39 @@
+"""The CUDA block kernel (flash-attn) against PyTorch's attention, and the ring on it.
+Marked `gpu`: skipped on machines without CUDA."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("heads", [(4, 4), (8, 2)])
+def test_flash_attn_block_kernel_matches_sdpa(heads):
+    from models.attention.kernels import FlashAttnKernel
+
+    kernel = FlashAttnKernel()
+    q = torch.randn(2, heads[0], 256, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(2, heads[1], 256, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+            for _ in range(2))
+    out, lse = kernel.forward(q, k, v, True, 0.125)
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.125, enable_gqa=True)
+    torch.testing.assert_close(out, ref, atol=2e-2, rtol=2e-2)
+    assert lse.dtype == torch.float32 and lse.shape == (2, heads[0], 256)
+    dout = torch.randn_like(out)
+    dq, dk, dv = kernel.backward(dout, q, k, v, out, lse, True, 0.125)
+    rq, rk, rv = torch.autograd.grad(ref, (q, k, v), dout)
+    for a, b in ((dq, rq), (dk, rk), (dv, rv)):
+        torch.testing.assert_close(a, b, atol=3e-2, rtol=3e-2)
+
+
+def test_ring_on_cuda_single_rank_matches_sdpa():
+    from models.attention.kernels import kernel_for
+    from models.attention.ring import ring_attention
+
+    q = torch.randn(1, 8, 512, 64, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(1, 2, 512, 64, device="cuda", dtype=torch.bfloat16)
+    out = ring_attention(q, k, k, [200, 312], 0.125, None, kernel_for(q.device))
+    ref = torch.cat([F.scaled_dot_product_attention(q[:, :, s], k[:, :, s], k[:, :, s], is_causal=True,
+                                                    scale=0.125, enable_gqa=True)
+                     for s in (slice(0, 200), slice(200, 512))], 2)
+    torch.testing.assert_close(out, ref, atol=2e-2, rtol=2e-2)

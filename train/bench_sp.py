@@ -1,0 +1,174 @@
+"""Sequence-parallel benchmark for the embedded tiny model on CPU.
+
+    python -m train.bench_sp --lengths 16384 32768 --out bench_sp.json
+
+For each length: training step time (forward + backward, response-only loss)
+and per-rank peak activation memory at sp 1 and sp 2, and ring-attention
+forward + backward time against the single-process CPU flash kernel on the
+same total length. sp=1 runs one process with every core's threads; sp=2 runs
+two gloo processes with one thread each, so both use the same cores.
+Activation memory is the growth of the process's peak RSS over its RSS before
+the first step.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import time
+
+import psutil
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+
+MB = 2**20
+
+
+def _setup(rank: int, world: int, port: int, threads: int):
+    torch.set_num_threads(threads)
+    if world > 1:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+        return dist.group.WORLD
+    return None
+
+
+def _peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _timed(fn, warmup: int, repeat: int) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _step_worker(rank, world, port, threads, length, repeat, queue):
+    from models.builders import load_causal_lm, resolve_model_path
+    from models.sequence_parallel import shard_batch
+    from train.loss import token_loss_sum
+
+    group = _setup(rank, world, port, threads)
+    if world > 1:
+        from models.attention.hf_ring import register
+        attn = register()
+    else:
+        attn = "sdpa"
+    model = load_causal_lm(resolve_model_path("embedded:qwen3-tiny"), "float32", attn)
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(3, model.config.vocab_size, (1, length), generator=gen)
+    labels = torch.full((1, length), -100)
+    labels[0, -257:-1] = ids[0, -256:]
+    row = {"input_ids": ids, "shift_labels": labels, "position_ids": torch.arange(length)[None]}
+    kwargs = {}
+    if world > 1:
+        row = shard_batch(row, world, rank, pad_id=0, mode="zigzag")
+        kwargs = {"sp_group": group, "sp_doc_lens": row.pop("sp_doc_lens")}
+        row.pop("n_real_tokens")
+    base = psutil.Process().memory_info().rss
+
+    def step():
+        loss, _ = token_loss_sum(model, row, **kwargs)
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+        if group is not None:
+            dist.barrier(group)
+
+    seconds = _timed(step, warmup=1, repeat=repeat)
+    queue.put({"rank": rank, "step_s": seconds, "activation_mb": (_peak_rss() - base) / MB})
+    if group is not None:
+        dist.destroy_process_group()
+
+
+def _attention_worker(rank, world, port, threads, length, repeat, queue):
+    from models.attention.kernels import CPUFlashKernel
+    from models.attention.ring import ring_attention
+
+    group = _setup(rank, world, port, threads)
+    gen = torch.Generator().manual_seed(1)
+    local = length // world
+    q = torch.randn(1, 4, local, 16, generator=gen, requires_grad=True)
+    k, v = (torch.randn(1, 2, local, 16, generator=gen, requires_grad=True) for _ in range(2))
+
+    def run():
+        if world > 1:
+            out = ring_attention(q, k, v, [local], 0.25, group, CPUFlashKernel())
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.25, enable_gqa=True)
+        out.sum().backward()
+        if group is not None:
+            dist.barrier(group)
+
+    queue.put({"rank": rank, "attn_s": _timed(run, warmup=1, repeat=repeat)})
+    if group is not None:
+        dist.destroy_process_group()
+
+
+def launch(worker, world: int, threads: int, length: int, repeat: int) -> list[dict]:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    mp.start_processes(worker, args=(world, port, threads, length, repeat, queue), nprocs=world,
+                       join=True, start_method="spawn")
+    return sorted((queue.get() for _ in range(world)), key=lambda r: r["rank"])
+
+
+def bench(lengths: list[int], repeat: int) -> dict:
+    cores = os.cpu_count() or 1
+    rows = []
+    for length in lengths:
+        sp1 = launch(_step_worker, 1, cores, length, repeat)
+        sp2 = launch(_step_worker, 2, 1, length, repeat)
+        flash = launch(_attention_worker, 1, cores, length, repeat)
+        ring = launch(_attention_worker, 2, 1, length, repeat)
+        row = {
+            "length": length,
+            "sp1_step_s": sp1[0]["step_s"], "sp2_step_s": max(r["step_s"] for r in sp2),
+            "sp1_activation_mb": sp1[0]["activation_mb"],
+            "sp2_activation_mb_per_rank": max(r["activation_mb"] for r in sp2),
+            "flash_fwd_bwd_s": flash[0]["attn_s"], "ring_sp2_fwd_bwd_s": max(r["attn_s"] for r in ring),
+        }
+        row["step_ratio_sp2_vs_sp1"] = row["sp2_step_s"] / row["sp1_step_s"]
+        row["memory_ratio_sp2_vs_sp1"] = row["sp2_activation_mb_per_rank"] / row["sp1_activation_mb"]
+        row["ring_vs_flash"] = row["ring_sp2_fwd_bwd_s"] / row["flash_fwd_bwd_s"]
+        rows.append(row)
+        print(format_row(row), flush=True)
+    return {"machine": {"cpus": cores, "torch": torch.__version__}, "model": "embedded:qwen3-tiny",
+            "targets": {"memory_ratio_sp2_vs_sp1": "<= 0.6", "step_ratio_sp2_vs_sp1": "<= 1.2"},
+            "rows": rows}
+
+
+def format_row(r: dict) -> str:
+    return (f"{r['length']:>6d} | step sp1 {r['sp1_step_s']:7.2f}s sp2 {r['sp2_step_s']:7.2f}s "
+            f"(x{r['step_ratio_sp2_vs_sp1']:.2f}) | activations sp1 {r['sp1_activation_mb']:7.1f}MB "
+            f"sp2/rank {r['sp2_activation_mb_per_rank']:7.1f}MB (x{r['memory_ratio_sp2_vs_sp1']:.2f}) | "
+            f"attention fwd+bwd flash {r['flash_fwd_bwd_s']:6.2f}s ring@sp2 {r['ring_sp2_fwd_bwd_s']:6.2f}s "
+            f"(x{r['ring_vs_flash']:.2f})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[16384, 32768])
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--out", default="bench_sp.json")
+    args = parser.parse_args()
+    result = bench(args.lengths, args.repeat)
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
