@@ -38,7 +38,7 @@ def verdict_fields(output: str, path: str, line: int) -> dict:
         flag = verdict["has_hallucination"]
         details = verdict.get("details") or []
     except (json.JSONDecodeError, TypeError, KeyError) as e:
-        raise RecordError(f"expected the verdict JSON of the detection prompt ({e})", path, line, "output")
+        raise RecordError(f"expected the verdict JSON of the detection prompt ({e})", path, line, "output") from None
     if flag not in (HALLUCINATED, FAITHFUL):
         raise RecordError(f"has_hallucination: expected {HALLUCINATED!r} or {FAITHFUL!r}, found {flag!r}",
                           path, line, "output")

@@ -11,17 +11,18 @@ import train.config  # noqa: F401
 from tests.conftest import REPO
 
 CONFIGS = REPO / "configs"
+import eval.config  # noqa: F401,E402
+
 YAMLS = sorted(p.relative_to(CONFIGS) for p in CONFIGS.rglob("*.yaml"))
+SCORE_ARGS = ["task=binary", "gold=g.jsonl", "predictions=p.jsonl", "output_dir=o"]
 
 
-def _compose(overrides):
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose("sft", overrides=overrides)
+def _compose(overrides, primary="sft", config_dir=CONFIGS):
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+        return compose(primary, overrides=overrides)
 
 
 def _overrides_for(rel: Path) -> list[str]:
-    if rel == Path("sft.yaml"):
-        return []
     group, name = rel.parent.as_posix(), rel.stem
     return [f"+exp={name}"] if group == "exp" else [f"{group}={name}"]
 
@@ -32,9 +33,17 @@ def test_there_are_configs_to_check():
 
 @pytest.mark.parametrize("rel", YAMLS, ids=str)
 def test_every_yaml_composes(rel):
-    cfg = _compose(_overrides_for(rel))
+    if rel.parts[0] == "score":      # eval/score.py's own config directory
+        OmegaConf.to_container(_compose(SCORE_ARGS, rel.stem, CONFIGS / "score"), resolve=True)
+        return
+    cfg = _compose([] if rel == Path("sft.yaml") else _overrides_for(rel))
     OmegaConf.to_container(cfg, resolve=True)   # every interpolation resolves
     assert cfg.curriculum.stages, "a composed config must have at least one stage"
+
+
+def test_score_config_rejects_unknown_keys():
+    with pytest.raises((ConfigCompositionException, ConfigKeyError)):
+        _compose(SCORE_ARGS + ["thresold=0.3"], "score", CONFIGS / "score")
 
 
 @pytest.mark.parametrize("rel", [p for p in YAMLS if p.parts[0] == "exp"], ids=str)

@@ -72,10 +72,11 @@ def test_score_longnovel_groups_and_missing_outputs():
         {"id": "b", "label": 0, "length_bucket": "S", "position": "end"},
         {"id": "c", "label": 1, "length_bucket": "M", "position": "beginning", "hallucination_types": ["causal"]},
     ]
-    metrics, rows = score_longnovel(gold, {"a": HALLU, "b": FAITHFUL})
+    metrics, rows = score_longnovel(gold, {"a": {"output": HALLU}, "b": {"output": FAITHFUL}})
     assert metrics["overall"]["parse_failures"] == 1 and metrics["overall"]["n"] == 3
     assert metrics["by_bucket"]["S"]["acc"] == 1.0 and metrics["by_bucket"]["M"]["hallu_acc"] == 0.0
     assert metrics["by_type"]["event"]["recall"] == 1.0 and metrics["by_type"]["causal"]["recall"] == 0.0
     assert metrics["by_position"]["end"] == {"recall": 1.0, "n": 1}
     assert [r["correct"] for r in rows] == [True, True, False]
     assert not math.isnan(metrics["overall"]["mcc"])
+    assert metrics["missing_ids"] == ["c"]

@@ -8,7 +8,8 @@ from omegaconf import DictConfig
 
 from data_builders.collate import prompt_ids
 from eval.generate import greedy_generate
-from eval.longnovel import score_longnovel, write_eval
+from eval.longnovel import score_longnovel
+from eval.report import write_eval
 from models.builders import load_causal_lm, load_tokenizer
 from train.distributed import DistInfo, all_gather_objects
 
@@ -38,9 +39,9 @@ def evaluate_export(cfg: DictConfig, hf_dir: str, test_records: list[dict], run_
     texts = greedy_generate(model, tokenizer, prompts, cfg.eval.max_new_tokens,
                             progress=cfg.trainer.progress and info.is_main, desc="eval")
     gathered = all_gather_objects(list(zip([r["id"] for r in mine], texts)))
-    outputs = dict(pair for part in gathered for pair in part)
+    preds = {rid: {"id": rid, "output": text} for part in gathered for rid, text in part}
     if not info.is_main:
         return None
-    metrics, rows = score_longnovel(records, outputs)
-    write_eval(run_dir / "eval", metrics, rows)
+    metrics, rows = score_longnovel(records, preds)
+    write_eval(run_dir / "eval", "longnovel", metrics, rows)
     return metrics

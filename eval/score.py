@@ -1,0 +1,21 @@
+"""Score any system's outputs against gold records.
+
+    python eval/score.py task=<longnovel|anah|binary> gold=GOLD.jsonl predictions=PRED.jsonl output_dir=DIR
+"""
+import hydra
+from omegaconf import DictConfig
+
+import eval.config  # noqa: F401  (registers the schema)
+
+
+@hydra.main(config_path="../configs/score", config_name="score", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    from eval.report import report_text
+    from eval.scoring import score_files
+
+    score_files(cfg.task, cfg.gold, cfg.predictions, cfg.output_dir, plots=cfg.plots)
+    print(report_text(cfg.output_dir), end="")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""`eval/score.py`: metrics per task, report and plots, and errors for bad input."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from data_builders.schema import RecordError
+from eval.scoring import score_files
+from tests.conftest import REPO
+
+VERDICT_H = '{"has_hallucination": "有幻觉", "details": [{"hallucination_type": "数字幻觉"}]}'
+VERDICT_F = '{"has_hallucination": "无幻觉", "details": []}'
+
+
+def _write(path, rows):
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _ln(i, label, bucket, htype=None):
+    return {"id": f"r{i}", "task": "summarization", "language": "zh", "source": "原文", "response": "摘要",
+            "label": label, "length_bucket": bucket, "position": "end",
+            "hallucination_types": [htype] if htype else []}
+
+
+@pytest.fixture
+def longnovel(tmp_path):
+    gold = [_ln(0, 1, "S", "numerical"), _ln(1, 0, "S"), _ln(2, 1, "M", "causal"), _ln(3, 0, "M"), _ln(4, 1, "M", "event")]
+    preds = [{"id": "r0", "output": "分析……\n```json\n" + VERDICT_H + "\n```"},
+             {"id": "r1", "label": 0},
+             {"id": "r2", "probs": [0.8, 0.2]},            # says faithful: wrong
+             {"id": "r3", "output": "重复重复重复"}]          # unparseable; r4 has no prediction
+    return _write(tmp_path / "gold.jsonl", gold), _write(tmp_path / "pred.jsonl", preds)
+
+
+def test_longnovel_scoring_and_report(longnovel, tmp_path):
+    gold, preds = longnovel
+    m = score_files("longnovel", gold, preds, tmp_path / "out")
+    assert m["by_bucket"]["S"]["acc"] == 1.0 and m["by_bucket"]["S"]["mcc"] == 1.0
+    assert m["by_bucket"]["M"] == {"acc": 0.0, "mcc": -1.0, "hallu_acc": 0.0, "nonhallu_acc": 0.0, "n": 3,
+                                   "parse_failures": 2}
+    assert m["overall"]["parse_failures"] == 2 and m["missing_ids"] == ["r4"]
+    assert m["by_type"]["numerical"]["recall"] == 1.0 and m["by_type"]["causal"]["recall"] == 0.0
+    out = tmp_path / "out"
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "| S | 2 | 100.00 | 100.00 | 100.00 | 1.0000 | 0 |" in report
+    assert "1 gold ids had no prediction" in report
+    for png in ("buckets.png", "type_recall.png", "confusion.png"):
+        assert (out / png).stat().st_size > 1000 and f"]({png})" in report
+    rows = [json.loads(x) for x in (out / "predictions.parsed.jsonl").read_text().splitlines()]
+    assert [r["correct"] for r in rows] == [True, True, False, False, False]
+
+
+def test_binary_scoring(tmp_path):
+    gold = [{**_ln(i, g, None), "task": "qa"} for i, g in enumerate([1, 1, 0, 0])]
+    preds = [{"id": "r0", "output": "Yes."}, {"id": "r1", "output": "No"}, {"id": "r2", "output": "否"},
+             {"id": "r3", "output": "maybe"}]
+    m = score_files("binary", _write(tmp_path / "g.jsonl", gold), _write(tmp_path / "p.jsonl", preds), tmp_path / "o")
+    assert (m["acc"], m["balanced_acc"], m["parse_failures"]) == (0.5, 0.5, 1)
+    assert (m["precision"], m["recall"]) == (0.5, 0.5)
+
+
+def test_anah_scoring(tmp_path):
+    src = "奥马尔·海亚姆是波斯数学家、天文学家和诗人。他生于1048年。"
+    base = {"task": "qa", "source": src, "response": "句子", "question": "谁?"}
+    gold = [
+        {**base, "id": "a", "language": "zh", "type": "none", "reference": ["奥马尔·海亚姆是波斯数学家"]},
+        {**base, "id": "b", "language": "zh", "type": "contradictory", "reference": ["他生于1048年。"]},
+        {**base, "id": "c", "language": "en", "type": "no_fact", "source": "Omar Khayyam was a poet."},
+        {**base, "id": "d", "language": "en", "type": "unverifiable", "source": "Omar Khayyam was a poet.",
+         "reference": ["Omar Khayyam was a poet."]},
+    ]
+    preds = [{"id": "a", "output": "<参考>奥马尔·海亚姆是波斯数学家<幻觉>无"},
+             {"id": "b", "output": '<参考>他生于1050年。<幻觉>矛盾<改正>"1050"改为"1048"'},
+             {"id": "c", "output": "<No Fact>"},
+             {"id": "d", "label": 1}]                    # index 1 = contradictory: wrong
+    m = score_files("anah", _write(tmp_path / "g.jsonl", gold), _write(tmp_path / "p.jsonl", preds), tmp_path / "o")
+    assert m["acc"] == 0.75 and m["by_language"]["zh"]["acc"] == 1.0 and m["by_language"]["en"]["acc"] == 0.5
+    assert m["pre4"] < 1.0 and m["by_language"]["zh"]["rougeL"] < 1.0
+    assert 0 < m["f1_weighted"] <= 1
+    rows = [json.loads(x) for x in (tmp_path / "o" / "predictions.parsed.jsonl").read_text().splitlines()]
+    assert rows[0]["rougeL"] == 1.0 and rows[0]["pre4"] == 1.0
+
+
+@pytest.mark.parametrize("pred_lines, message, line", [
+    ([{"id": "r0", "label": 1}, {"id": "r0", "label": 0}], "duplicate id 'r0'", 2),
+    ([{"id": "r0", "label": 1}, {"id": "zz", "label": 0}], "not in the gold file", 2),
+    ([{"id": "r0", "answer": "yes"}], "needs one of", 1),
+    ([{"label": 1}], "missing required field", 1),
+    ([], "empty", None),
+])
+def test_bad_predictions(longnovel, tmp_path, pred_lines, message, line):
+    gold, _ = longnovel
+    bad = _write(tmp_path / "bad.jsonl", pred_lines)
+    with pytest.raises(RecordError, match=message) as e:
+        score_files("longnovel", gold, bad, tmp_path / "o")
+    assert e.value.path == str(bad) and e.value.line == line
+
+
+def test_bad_gold(tmp_path, longnovel):
+    _, preds = longnovel
+    gold = _write(tmp_path / "g.jsonl", [{k: v for k, v in _ln(0, 1, "S").items() if k != "label"}])
+    with pytest.raises(RecordError, match="g.jsonl:1 field 'label': task=longnovel needs"):
+        score_files("longnovel", gold, preds, tmp_path / "o")
+    with pytest.raises(FileNotFoundError, match="gold="):
+        score_files("longnovel", tmp_path / "none.jsonl", preds, tmp_path / "o")
+
+
+def test_command_line(longnovel, tmp_path):
+    gold, preds = longnovel
+    proc = subprocess.run([sys.executable, str(REPO / "eval" / "score.py"), "task=longnovel", f"gold={gold}",
+                           f"predictions={preds}", f"output_dir={tmp_path / 'cli'}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("# LongNovel detection")
+    assert json.loads((tmp_path / "cli" / "metrics.json").read_text())["overall"]["n"] == 5
+    assert not (tmp_path / "outputs").exists() and not (tmp_path / ".hydra").exists()
