@@ -9,8 +9,15 @@ from __future__ import annotations
 import torch
 
 from data_builders.prompts import detection_messages, verdict_target
+from data_builders.schema import FAITHFULNESS_LABELS, SENTENCE_TYPES
 
 IGNORE_INDEX = -100
+# Label vocabularies of the discriminative heads, in the order of their logits.
+HEAD_LABELS = {
+    "binary": ("faithful", "hallucinated"),          # record label 0 / 1
+    "anah": SENTENCE_TYPES,                           # record type
+    "faithfulness": FAITHFULNESS_LABELS,              # record faithfulness_labels (multi-label)
+}
 
 
 def prompt_ids(record: dict, tokenizer, template: str = "prompt_e") -> list[int]:
@@ -44,4 +51,36 @@ def collate(samples: list[dict], pad_id: int) -> dict:
              "position_ids": torch.arange(width).expand(len(samples), width)}
     if not bool(mask.all()):
         batch["attention_mask"] = mask
+    return batch
+
+
+def head_target(record: dict, head: str):
+    """The class index (or multi-hot list) a discriminative head is trained to predict."""
+    if head == "binary":
+        value = record.get("label")
+        if value not in (0, 1):
+            raise ValueError(f"record {record.get('id')!r}: the binary head needs label 0 or 1, found {value!r}")
+        return value
+    if head == "anah":
+        if record.get("type") not in SENTENCE_TYPES:
+            raise ValueError(f"record {record.get('id')!r}: the anah head needs type in {list(SENTENCE_TYPES)}")
+        return SENTENCE_TYPES.index(record["type"])
+    if head == "faithfulness":
+        labels = record.get("faithfulness_labels") or []
+        return [int(name in labels) for name in FAITHFULNESS_LABELS]
+    raise ValueError(f"task.head: expected one of {sorted(HEAD_LABELS)}, found {head!r}")
+
+
+def encode_classification(record: dict, tokenizer, template: str, head: str) -> dict:
+    """The prompt alone (the head reads its last token) and the head's target."""
+    ids = prompt_ids(record, tokenizer, template)
+    return {"id": record["id"], "input_ids": ids, "label": head_target(record, head)}
+
+
+def collate_classification(samples: list[dict], pad_id: int) -> dict:
+    """Right-padded prompts, the index of each row's last prompt token, and the labels."""
+    batch = collate([{**s, "shift_labels": [IGNORE_INDEX] * len(s["input_ids"])} for s in samples], pad_id)
+    del batch["shift_labels"]
+    batch["last_index"] = torch.tensor([len(s["input_ids"]) - 1 for s in samples])
+    batch["labels"] = torch.tensor([s["label"] for s in samples])
     return batch

@@ -7,8 +7,8 @@ The eight types are those of LongNovel Appendix A.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import data_builders.novel_lexicon as nc
 

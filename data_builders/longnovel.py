@@ -8,8 +8,8 @@ Contexts never cross a book, and train/test are split by book.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from data_builders.novel_corpus import Unit
 from data_builders.schema import POSITIONS, validate_record

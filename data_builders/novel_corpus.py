@@ -14,9 +14,18 @@ import random
 from dataclasses import asdict, dataclass
 
 from data_builders.hallucinate import HALLUCINATION_RULES, faithful_sentences
-from data_builders.novel_lexicon import (CAUSES, FILLER, ITEMS, VERBS, UnitFacts, chinese_number,
-                                         draw_facts, make_cast)
+from data_builders.novel_lexicon import (
+    CAUSES,
+    FILLER,
+    ITEMS,
+    VERBS,
+    UnitFacts,
+    chinese_number,
+    draw_facts,
+    make_cast,
+)
 from data_builders.schema import HALLUCINATION_TYPES
+
 
 @dataclass
 class Unit:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 TYPE_ZH = {
@@ -15,7 +15,7 @@ HALLUCINATED, FAITHFUL = "有幻觉", "无幻觉"
 TEMPLATES = ("prompt_e",)
 
 
-@lru_cache(maxsize=None)
+@cache
 def system_prompt(template: str) -> str:
     if template not in TEMPLATES:
         raise ValueError(f"unknown detection prompt {template!r}; expected one of {list(TEMPLATES)}")

@@ -6,9 +6,10 @@ DESIGN.md and raises `RecordError` naming file, line and field.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 TASKS = ("summarization", "qa", "nli", "dialogue")
 SENTENCE_TYPES = ("none", "contradictory", "unverifiable", "no_fact")

@@ -73,25 +73,25 @@ def pad_documents(row: dict, multiple: int, pad_id: int) -> tuple[dict, list[int
         raise ValueError("sequence parallelism takes one (possibly packed) row per micro-batch: "
                          "set optim.micro_batch_size=1")
     lens = doc_lengths(row["position_ids"][0])
-    ids, labels, pos, real, padded = [], [], [], [], []
-    start = 0
+    fill = {k: v for k, v in (("input_ids", pad_id), ("shift_labels", IGNORE_INDEX)) if k in row}
+    parts: dict[str, list] = {k: [] for k in [*fill, "position_ids", "real"]}
+    padded, start = [], 0
     for n in lens:
         extra = -n % multiple
-        ids += [row["input_ids"][0, start:start + n], torch.full((extra,), pad_id)]
-        labels += [row["shift_labels"][0, start:start + n], torch.full((extra,), IGNORE_INDEX)]
-        real += [torch.ones(n, dtype=torch.bool), torch.zeros(extra, dtype=torch.bool)]
-        pos.append(torch.arange(n + extra))
+        for key, value in fill.items():
+            parts[key] += [row[key][0, start:start + n], torch.full((extra,), value)]
+        parts["real"] += [torch.ones(n, dtype=torch.bool), torch.zeros(extra, dtype=torch.bool)]
+        parts["position_ids"].append(torch.arange(n + extra))
         padded.append(n + extra)
         start += n
-    out = {"input_ids": torch.cat(ids)[None], "shift_labels": torch.cat(labels)[None],
-           "position_ids": torch.cat(pos)[None], "real": torch.cat(real)[None]}
-    return out, padded
+    return {k: torch.cat(v)[None] for k, v in parts.items()}, padded
 
 
 def shard_batch(row: dict, sp_size: int, sp_rank: int, pad_id: int, mode: str = "zigzag_varlen") -> dict:
     """This rank's slice of a one-row batch, plus `sp_doc_lens` (local document lengths).
 
-    Mode `zigzag` takes one sequence per row; `zigzag_varlen` also packed rows.
+    Mode `zigzag` takes one sequence per row; `zigzag_varlen` also packed rows. A
+    `last_index` (classification) becomes this rank's local index of that token, or -1.
     """
     if mode not in SP_MODES:
         raise ValueError(f"parallel.sp_mode: expected one of {list(SP_MODES)}, found {mode!r}")
@@ -102,6 +102,15 @@ def shard_batch(row: dict, sp_size: int, sp_rank: int, pad_id: int, mode: str = 
     local = {k: v[:, idx] for k, v in padded.items()}
     local["n_real_tokens"] = int(local.pop("real").sum())
     local["sp_doc_lens"] = [n // sp_size for n in lens]
+    if "last_index" in row:
+        if len(lens) > 1:
+            raise ValueError("classification rows hold one document; found a packed row")
+        # padding goes after the document, so its tokens keep their indices
+        hit = (idx == int(row["last_index"][0])).nonzero().flatten()
+        local["last_index"] = torch.tensor([int(hit[0]) if len(hit) else -1])
+    for key in ("labels",):
+        if key in row:
+            local[key] = row[key]
     return local
 
 

@@ -26,7 +26,8 @@ def _ln(i, label, bucket, htype=None):
 
 @pytest.fixture
 def longnovel(tmp_path):
-    gold = [_ln(0, 1, "S", "numerical"), _ln(1, 0, "S"), _ln(2, 1, "M", "causal"), _ln(3, 0, "M"), _ln(4, 1, "M", "event")]
+    gold = [_ln(0, 1, "S", "numerical"), _ln(1, 0, "S"), _ln(2, 1, "M", "causal"), _ln(3, 0, "M"),
+            _ln(4, 1, "M", "event")]
     preds = [{"id": "r0", "output": "分析……\n```json\n" + VERDICT_H + "\n```"},
              {"id": "r1", "label": 0},
              {"id": "r2", "probs": [0.8, 0.2]},            # says faithful: wrong

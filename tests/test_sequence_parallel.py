@@ -3,8 +3,14 @@ import pytest
 import torch
 
 from data_builders.collate import IGNORE_INDEX
-from models.sequence_parallel import (SPMesh, doc_lengths, pad_documents, shard_batch, zigzag_gather,
-                                      zigzag_index)
+from models.sequence_parallel import (
+    SPMesh,
+    doc_lengths,
+    pad_documents,
+    shard_batch,
+    zigzag_gather,
+    zigzag_index,
+)
 
 
 @pytest.mark.parametrize("world, sp, groups", [

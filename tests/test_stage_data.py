@@ -5,6 +5,7 @@ from omegaconf import OmegaConf
 from data_builders.collate import IGNORE_INDEX, collate, encode_sample
 from train.data import DataError, StagePlan, plan_stage, stage_samples
 
+TASK = OmegaConf.create({"kind": "generative", "template": "prompt_e", "head": "binary"})
 REC = {"id": "x", "task": "summarization", "language": "zh", "source": "原文" * 50, "response": "摘要",
        "label": 0, "length_bucket": "S"}
 
@@ -37,16 +38,16 @@ def test_collate_pads_and_masks(tokenizer):
 def test_long_samples_are_skipped_and_counted(tokenizer):
     short = [{**REC, "id": f"s{i}"} for i in range(19)]
     long = {**REC, "id": "long", "source": "原文很长" * 2000}
-    samples, skipped = stage_samples(short + [long], _stage(max_seq_len=2048), tokenizer, "prompt_e", 0.1)
+    samples, skipped = stage_samples(short + [long], _stage(max_seq_len=2048), tokenizer, TASK, 0.1)
     assert (len(samples), skipped) == (19, 1)
     assert all(len(s["input_ids"]) <= 2048 for s in samples)
     with pytest.raises(DataError, match="1 of 20 samples .* longer than max_seq_len=2048"):
-        stage_samples(short + [long], _stage(max_seq_len=2048), tokenizer, "prompt_e", 0.01)
+        stage_samples(short + [long], _stage(max_seq_len=2048), tokenizer, TASK, 0.01)
 
 
 def test_empty_stage_fails(tokenizer):
     with pytest.raises(DataError, match="no training records in bucket 'M'"):
-        stage_samples([REC], _stage(bucket="M"), tokenizer, "prompt_e", 0.05)
+        stage_samples([REC], _stage(bucket="M"), tokenizer, TASK, 0.05)
     with pytest.raises(DataError, match="fewer than one optimizer step"):
         plan_stage(_stage(), n_samples=3, dp_size=2, micro_batch=1, grad_accum=2, seed=0, cap=None)
 

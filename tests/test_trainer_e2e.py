@@ -12,7 +12,7 @@ from train.run_dir import LOG_FIELDS, read_train_log
 pytestmark = pytest.mark.slow
 
 TINY = [
-    "+exp=longnovel_curriculum_demo", "trainer.progress=false", "logger.wandb=false",
+    "+exp=longnovel_curriculum_demo", "parallel=none", "trainer.progress=false", "logger.wandb=false",
     "data.corpus.n_books=4", "data.corpus.units_per_book=10", "data.corpus.unit_chars_min=250",
     "data.corpus.unit_chars_max=350", "data.corpus.test_books=1",
     "curriculum.stages=[{name: s2k, bucket: S, max_seq_len: 2048, max_steps: 3},"
@@ -117,3 +117,17 @@ def test_other_zero_stages_train_and_export(tmp_path, zero):
     log = read_train_log(tmp_path)
     assert [r["step"] for r in log] == [1, 2] and log[1]["loss"] < log[0]["loss"] * 1.5
     assert (tmp_path / "checkpoints" / "0-s2k" / "hf" / "model.safetensors").exists()
+
+
+def test_discriminative_demo_trains_and_scores_probabilities(tmp_path):
+    # the demo's own parallel=sp2: each sample split across the 2 ranks
+    overrides = ["+exp=longnovel_discriminative_demo"] + [o for o in TINY if o.split("=")[0] not in ("+exp", "parallel")]
+    _ok(torchrun(2, overrides + [f"output_dir={tmp_path}"]))
+    log = read_train_log(tmp_path)
+    assert [r["target_tokens"] for r in log] == [1] * 6, "a head step counts samples, once per SP group"
+    config = json.loads((tmp_path / "checkpoints" / "1-s4k" / "hf" / "config.json").read_text())
+    assert config["architectures"] == ["Qwen3ForSequenceClassification"]
+    assert config["id2label"] == {"0": "faithful", "1": "hallucinated"}
+    rows = [json.loads(x) for x in (tmp_path / "eval" / "predictions.parsed.jsonl").read_text().splitlines()]
+    assert rows and all(len(r["raw"]) == 2 and abs(sum(r["raw"]) - 1) < 1e-5 for r in rows)
+    assert json.loads((tmp_path / "eval" / "metrics.json").read_text())["overall"]["parse_failures"] == 0

@@ -25,6 +25,11 @@ class ModelConfig:
 class TaskConfig:
     name: str = "longnovel_detection"
     template: str = "prompt_e"            # detection prompt (seed 000, Appendix I.2)
+    kind: str = "generative"              # generative (LM loss on the answer) | discriminative (linear head)
+    head: str = "binary"                  # discriminative head: binary | anah | faithfulness
+    class_weights: Optional[List[float]] = None   # per-class loss weights (single-label heads)
+    focal_gamma: float = 0.0              # > 0: focal loss instead of cross-entropy
+    scorer: str = "longnovel"             # how the final evaluation is scored: longnovel | anah | binary
 
 
 @dataclass
@@ -82,7 +87,7 @@ class OptimConfig:
     weight_decay: float = 0.0
     betas: List[float] = field(default_factory=lambda: [0.9, 0.999])
     eps: float = 1e-8
-    scheduler: str = "cosine"             # cosine | constant, per stage
+    scheduler: str = "cosine"             # cosine | linear | constant, per stage
     warmup_ratio: float = 0.0
     grad_clip: float = 1.0
     micro_batch_size: int = 1

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from data_builders.collate import encode_sample
+from data_builders.collate import encode_classification, encode_sample
 from data_builders.schema import read_records, write_jsonl
 from models.sequence_parallel import SP_MODES, SPMesh
 from train.distributed import DistInfo, barrier
@@ -96,14 +96,23 @@ def prepare_records(cfg: DictConfig, tokenizer, run_dir: Path, info: DistInfo) -
     return {s: read_records(data_dir / f"{s}.jsonl") for s in ("train", "test")}
 
 
-def stage_samples(records: list[dict], stage: DictConfig, tokenizer, template: str,
+def encoder(task: DictConfig):
+    """record -> training sample, for the task's kind."""
+    if task.kind == "generative":
+        return lambda rec, tok: encode_sample(rec, tok, task.template)
+    if task.kind == "discriminative":
+        return lambda rec, tok: encode_classification(rec, tok, task.template, task.head)
+    raise DataError(f"task.kind: expected generative | discriminative, found {task.kind!r}")
+
+
+def stage_samples(records: list[dict], stage: DictConfig, tokenizer, task: DictConfig,
                   max_skip_fraction: float) -> tuple[list[dict], int]:
     """Encoded samples of the stage's bucket; longer ones are skipped and counted, never truncated."""
     pool = [r for r in records if r.get("length_bucket") == stage.bucket]
     if not pool:
         raise DataError(f"curriculum stage {stage.name!r}: no training records in bucket {stage.bucket!r}")
-    samples = [s for s in (encode_sample(r, tokenizer, template) for r in pool)
-               if len(s["input_ids"]) <= stage.max_seq_len]
+    encode = encoder(task)
+    samples = [s for s in (encode(r, tokenizer) for r in pool) if len(s["input_ids"]) <= stage.max_seq_len]
     skipped = len(pool) - len(samples)
     if skipped / len(pool) > max_skip_fraction:
         raise DataError(

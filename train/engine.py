@@ -10,6 +10,7 @@ import torch
 from omegaconf import DictConfig
 
 from models.builders import load_causal_lm, torch_dtype
+from models.heads import PooledClassifier, load_classifier
 
 
 def ds_config(cfg: DictConfig, world_size: int) -> dict:
@@ -47,17 +48,18 @@ def _adam_params(opt: DictConfig, lr: float) -> dict:
 
 
 def lr_lambda(kind: str, total_steps: int, warmup_steps: int):
-    """Multiplier of the stage's lr at optimizer step t (0-based): linear warmup, then cosine to 0."""
-    if kind not in ("cosine", "constant"):
-        raise ValueError(f"optim.scheduler: expected cosine | constant, found {kind!r}")
+    """Multiplier of the stage's lr at optimizer step t (0-based): linear warmup, then cosine or
+    linear decay to 0, or constant."""
+    if kind not in ("cosine", "linear", "constant"):
+        raise ValueError(f"optim.scheduler: expected cosine | linear | constant, found {kind!r}")
 
     def f(t: int) -> float:
         if t < warmup_steps:
             return (t + 1) / warmup_steps
         if kind == "constant":
             return 1.0
-        progress = (t - warmup_steps) / max(1, total_steps - warmup_steps)
-        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        progress = min(1.0, (t - warmup_steps) / max(1, total_steps - warmup_steps))
+        return 1.0 - progress if kind == "linear" else 0.5 * (1.0 + math.cos(math.pi * progress))
     return f
 
 
@@ -68,6 +70,18 @@ def attention_backend(cfg: DictConfig) -> str:
     from models.attention.hf_ring import register
 
     return register()
+
+
+def load_model(cfg: DictConfig, path: str, attn_implementation: str):
+    """The causal LM, or for a discriminative task the decoder with a linear head (wrapped for pooling)."""
+    if cfg.task.kind == "discriminative":
+        return PooledClassifier(load_classifier(path, cfg.task.head, cfg.model.dtype, attn_implementation))
+    return load_causal_lm(path, cfg.model.dtype, attn_implementation)
+
+
+def hf_model(module):
+    """The Hugging Face model inside a (possibly wrapped) module."""
+    return module.model if isinstance(module, PooledClassifier) else module
 
 
 def build_engine(cfg: DictConfig, weights_dir: str, world_size: int, lr: float, total_steps: int):
@@ -81,13 +95,14 @@ def build_engine(cfg: DictConfig, weights_dir: str, world_size: int, lr: float, 
         config["optimizer"]["params"]["lr"] = lr
     keep_alive = HfDeepSpeedConfig(config) if cfg.deepspeed.zero_stage == 3 else None
     try:
-        model = load_causal_lm(weights_dir, cfg.model.dtype, attention_backend(cfg))
+        model = load_model(cfg, weights_dir, attention_backend(cfg))
     finally:
         del keep_alive
         unset_hf_deepspeed_config()
+    hf = hf_model(model)
     if cfg.model.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    model.config.use_cache = False
+        hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    hf.config.use_cache = False
     optimizer = None if "optimizer" in config else torch.optim.AdamW(
         model.parameters(), **_adam_params(cfg.optim, lr))
     warmup = int(cfg.optim.warmup_ratio * total_steps)
@@ -112,8 +127,9 @@ def export_hf(engine, zero_stage: int, tokenizer, out_dir: Path, is_main: bool) 
         return
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    state = {k: v.detach().to("cpu") for k, v in state.items()}
-    engine.module.save_pretrained(tmp, state_dict=state, safe_serialization=True)
+    wrapped = isinstance(engine.module, PooledClassifier)
+    state = {(k.removeprefix("model.") if wrapped else k): v.detach().to("cpu") for k, v in state.items()}
+    hf_model(engine.module).save_pretrained(tmp, state_dict=state, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
     if out_dir.exists():
         shutil.rmtree(out_dir)

@@ -7,11 +7,12 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from data_builders.collate import prompt_ids
-from eval.generate import greedy_generate
-from eval.longnovel import score_longnovel
+from eval.generate import classifier_probs, greedy_generate
 from eval.report import write_eval
-from models.builders import load_causal_lm, load_tokenizer
+from eval.scoring import SCORERS
+from models.builders import load_tokenizer
 from train.distributed import DistInfo, all_gather_objects
+from train.engine import load_model
 
 
 def select_eval_records(records: list[dict], buckets: list[str], cap: int | None) -> list[dict]:
@@ -27,21 +28,28 @@ def select_eval_records(records: list[dict], buckets: list[str], cap: int | None
     return chosen
 
 
+def _predict(cfg: DictConfig, hf_dir: str, records: list[dict], info: DistInfo) -> list[dict]:
+    """This rank's predictions: raw generations, or head probabilities."""
+    tokenizer = load_tokenizer(hf_dir)
+    model = load_model(cfg, hf_dir, cfg.model.attn_implementation).to(info.device)
+    prompts = [prompt_ids(r, tokenizer, cfg.task.template) for r in records]
+    progress = cfg.trainer.progress and info.is_main
+    if cfg.task.kind == "discriminative":
+        probs = classifier_probs(model, prompts, progress=progress)
+        return [{"id": r["id"], "probs": p} for r, p in zip(records, probs)]
+    texts = greedy_generate(model, tokenizer, prompts, cfg.eval.max_new_tokens, progress=progress, desc="eval")
+    return [{"id": r["id"], "output": t} for r, t in zip(records, texts)]
+
+
 def evaluate_export(cfg: DictConfig, hf_dir: str, test_records: list[dict], run_dir: Path,
                     info: DistInfo) -> dict | None:
     records = select_eval_records(test_records, list(cfg.eval.buckets), cfg.eval.max_per_bucket)
     if not records:
         raise ValueError(f"eval.buckets={list(cfg.eval.buckets)}: no test records in these buckets")
-    tokenizer = load_tokenizer(hf_dir)
-    model = load_causal_lm(hf_dir, cfg.model.dtype, cfg.model.attn_implementation).to(info.device)
-    mine = records[info.rank::info.world_size]
-    prompts = [prompt_ids(r, tokenizer, cfg.task.template) for r in mine]
-    texts = greedy_generate(model, tokenizer, prompts, cfg.eval.max_new_tokens,
-                            progress=cfg.trainer.progress and info.is_main, desc="eval")
-    gathered = all_gather_objects(list(zip([r["id"] for r in mine], texts)))
-    preds = {rid: {"id": rid, "output": text} for part in gathered for rid, text in part}
+    mine = _predict(cfg, hf_dir, records[info.rank::info.world_size], info)
+    preds = {p["id"]: p for part in all_gather_objects(mine) for p in part}
     if not info.is_main:
         return None
-    metrics, rows = score_longnovel(records, preds)
-    write_eval(run_dir / "eval", "longnovel", metrics, rows)
+    metrics, rows = SCORERS[cfg.task.scorer](records, preds)
+    write_eval(run_dir / "eval", cfg.task.scorer, metrics, rows)
     return metrics

@@ -6,14 +6,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from tqdm import tqdm
 
-from data_builders.collate import IGNORE_INDEX, collate
+from data_builders.collate import IGNORE_INDEX, collate, collate_classification
 from models.sequence_parallel import shard_batch
 from train.checkpoint import save_state
 from train.data import StagePlan
 from train.distributed import DistInfo, all_reduce_sum
-from train.loss import backward_scale, token_loss_sum
+from train.loss import backward_scale, classifier_loss_sum, token_loss_sum
 from train.run_dir import TrainLog
 from train.tracking import Tracker
 
@@ -36,6 +37,8 @@ class StageContext:
     stop_at_step: int | None
     progress: bool
     sp_mode: str = "zigzag"
+    task: object = None                  # cfg.task: generative or discriminative
+    zero_stage: int = 3
 
 
 def _micro_batch(samples: list[dict], ctx: StageContext) -> tuple[dict, dict, int, int]:
@@ -44,32 +47,51 @@ def _micro_batch(samples: list[dict], ctx: StageContext) -> tuple[dict, dict, in
     With sequence parallelism the ranks of a group take the same samples and each
     keeps its zigzag slice, so counting on the slice counts every token once.
     """
-    batch = collate(samples, ctx.pad_id)
+    discriminative = ctx.task.kind == "discriminative"
+    batch = (collate_classification if discriminative else collate)(samples, ctx.pad_id)
     if ctx.info.sp_size == 1:
         kwargs, real = {}, sum(len(s["input_ids"]) for s in samples)
     else:
         batch = shard_batch(batch, ctx.info.sp_size, ctx.info.sp_rank, ctx.pad_id, ctx.sp_mode)
         kwargs = {"sp_group": ctx.info.sp_group, "sp_doc_lens": batch.pop("sp_doc_lens")}
         real = batch.pop("n_real_tokens")
-    targets = int((batch["shift_labels"] != IGNORE_INDEX).sum())
+    if discriminative:
+        targets = len(samples) if ctx.info.sp_rank == 0 else 0
+    else:
+        targets = int((batch["shift_labels"] != IGNORE_INDEX).sum())
     return {k: v.to(ctx.info.device) for k, v in batch.items()}, kwargs, targets, real
 
 
+def _loss(engine, batch: dict, kwargs: dict, ctx: StageContext):
+    if ctx.task.kind == "discriminative":
+        return classifier_loss_sum(engine, batch, ctx.task, ctx.info.sp_rank, **kwargs)[0]
+    return token_loss_sum(engine, batch, **kwargs)[0]
+
+
+def _grad_norm(module) -> float:
+    """L2 norm of the (already averaged) gradients, before clipping."""
+    grads = [p.grad for p in module.parameters() if p.grad is not None]
+    return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads])))
+
+
 def train_step(engine, samples: list[dict], plan: StagePlan, step: int, ctx: StageContext) -> dict:
-    """One optimizer step; the loss is the mean over every target token of the global batch."""
+    """One optimizer step; the loss is the mean over every target token (or, for a head,
+    every sample) of the global batch."""
     micro = [_micro_batch([samples[i] for i in idx], ctx)
              for idx in plan.rank_indices(step, ctx.info.dp_rank)]
     global_targets, global_tokens = all_reduce_sum([sum(m[2] for m in micro), sum(m[3] for m in micro)])
     scale = backward_scale(ctx.info.world_size, plan.grad_accum, global_targets)
     lr = engine.get_lr()[0]
-    loss_sum = 0.0
-    for batch, kwargs, _, _ in micro:
-        loss, _ = token_loss_sum(engine, batch, **kwargs)
+    loss_sum, own_norm = 0.0, None
+    for i, (batch, kwargs, _, _) in enumerate(micro):
+        loss = _loss(engine, batch, kwargs, ctx)
         engine.backward(loss * scale)
+        if ctx.zero_stage == 0 and i == len(micro) - 1:   # DeepSpeed reports no norm without ZeRO
+            own_norm = _grad_norm(engine.module)
         engine.step()
         loss_sum += loss.item()
     loss = all_reduce_sum([loss_sum])[0] / global_targets
-    grad_norm = engine.get_global_grad_norm()
+    grad_norm = own_norm if own_norm is not None else engine.get_global_grad_norm()
     grad_norm = float(grad_norm) if grad_norm is not None else float("nan")
     return {"loss": loss, "grad_norm": grad_norm, "lr": lr, "tokens": int(global_tokens),
             "target_tokens": int(global_targets)}

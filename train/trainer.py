@@ -10,8 +10,7 @@ import torch
 from omegaconf import DictConfig
 
 from models.builders import load_tokenizer, resolve_model_path
-from train.checkpoint import (ResumePoint, find_resume_point, mark_stage_done, stage_dir,
-                              stage_weights)
+from train.checkpoint import ResumePoint, find_resume_point, mark_stage_done, stage_dir, stage_weights
 from train.config import to_container
 from train.data import plan_stage, prepare_records, stage_samples
 from train.distributed import DistInfo, barrier
@@ -71,8 +70,7 @@ def train(cfg: DictConfig, info: DistInfo) -> dict | None:
 
 def _run_one_stage(cfg, info, run_dir, index, stage, names, base, tokenizer, train_records, log,
                    tracker, start_step, global_step, state_dir):
-    samples, skipped = stage_samples(train_records, stage, tokenizer, cfg.task.template,
-                                     cfg.data.max_skip_fraction)
+    samples, skipped = stage_samples(train_records, stage, tokenizer, cfg.task, cfg.data.max_skip_fraction)
     plan = plan_stage(stage, len(samples), info.dp_size, cfg.optim.micro_batch_size,
                       cfg.optim.grad_accum, cfg.trainer.seed + 1000 * index, cfg.trainer.max_steps)
     if info.is_main:
@@ -86,7 +84,7 @@ def _run_one_stage(cfg, info, run_dir, index, stage, names, base, tokenizer, tra
         engine.load_checkpoint(str(state_dir), tag="state")
     ctx = StageContext(index, stage.name, stage.max_seq_len, run_dir, info, log, tracker,
                        tokenizer.pad_token_id, cfg.trainer.save_every, cfg.trainer.stop_at_step,
-                       cfg.trainer.progress, cfg.parallel.sp_mode)
+                       cfg.trainer.progress, cfg.parallel.sp_mode, cfg.task, cfg.deepspeed.zero_stage)
     global_step, stopped = run_stage(engine, samples, plan, ctx, start_step, global_step)
     if not stopped:
         export_hf(engine, cfg.deepspeed.zero_stage, tokenizer, stage_dir(run_dir, index, stage.name) / "hf",

@@ -38,8 +38,8 @@ class RingComm:
 def _merge(out, lse, block_out, block_lse):
     """Combine two partial softmax-attention results (float32 accumulators)."""
     new_lse = torch.logaddexp(lse, block_lse)
-    out = out * torch.exp(lse - new_lse).unsqueeze(-1) + block_out.float() * torch.exp(block_lse - new_lse).unsqueeze(-1)
-    return out, new_lse
+    keep, take = torch.exp(lse - new_lse).unsqueeze(-1), torch.exp(block_lse - new_lse).unsqueeze(-1)
+    return out * keep + block_out.float() * take, new_lse
 
 
 def ring_forward(q, k, v, scale, comm: RingComm | None, kernel: BlockKernel):
