@@ -69,9 +69,15 @@ class PooledClassifier(nn.Module):
     def forward(self, input_ids, position_ids, last_index, attention_mask=None, sp_group=None,
                 sp_doc_lens=None):
         ring = {"sp_group": sp_group, "sp_doc_lens": sp_doc_lens} if sp_doc_lens is not None else {}
-        out = self.model.base_model(input_ids=input_ids, position_ids=position_ids,
-                                    attention_mask=attention_mask, use_cache=False, **ring)
+        out = self.decoder(input_ids=input_ids, position_ids=position_ids,
+                           attention_mask=attention_mask, use_cache=False, **ring)
         return self.model.score(last_token_state(out.last_hidden_state, last_index, sp_group))
+
+    @property
+    def decoder(self):
+        """The decoder body, also when the model is wrapped by peft (LoRA)."""
+        inner = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        return inner.base_model
 
 
 def classification_loss_sum(logits: torch.Tensor, labels: torch.Tensor, multi_label: bool,

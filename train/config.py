@@ -14,11 +14,21 @@ from omegaconf import MISSING
 
 
 @dataclass
+class LoraSettings:
+    enabled: bool = False
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: List[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+
+
+@dataclass
 class ModelConfig:
     name_or_path: Optional[str] = None   # local HF directory, or embedded:<name>
     dtype: str = "auto"                   # auto: bfloat16 on GPU, float32 on CPU
     attn_implementation: str = "sdpa"
     gradient_checkpointing: bool = False
+    lora: LoraSettings = field(default_factory=LoraSettings)   # adapters, merged into the export
 
 
 @dataclass

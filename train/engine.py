@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 
 from models.builders import load_causal_lm, torch_dtype
 from models.heads import PooledClassifier, load_classifier
+from models.lora import add_lora, merged_copy
 
 
 def ds_config(cfg: DictConfig, world_size: int) -> dict:
@@ -72,11 +73,17 @@ def attention_backend(cfg: DictConfig) -> str:
     return register()
 
 
-def load_model(cfg: DictConfig, path: str, attn_implementation: str):
-    """The causal LM, or for a discriminative task the decoder with a linear head (wrapped for pooling)."""
-    if cfg.task.kind == "discriminative":
-        return PooledClassifier(load_classifier(path, cfg.task.head, cfg.model.dtype, attn_implementation))
-    return load_causal_lm(path, cfg.model.dtype, attn_implementation)
+def load_model(cfg: DictConfig, path: str, attn_implementation: str, lora: bool = False):
+    """The causal LM, or for a discriminative task the decoder with a linear head (wrapped for
+    pooling); with `lora`, LoRA adapters on top (`model.lora`)."""
+    discriminative = cfg.task.kind == "discriminative"
+    if discriminative:
+        model = load_classifier(path, cfg.task.head, cfg.model.dtype, attn_implementation)
+    else:
+        model = load_causal_lm(path, cfg.model.dtype, attn_implementation)
+    if lora:
+        model = add_lora(model, cfg.model.lora, discriminative)
+    return PooledClassifier(model) if discriminative else model
 
 
 def hf_model(module):
@@ -95,13 +102,15 @@ def build_engine(cfg: DictConfig, weights_dir: str, world_size: int, lr: float, 
         config["optimizer"]["params"]["lr"] = lr
     keep_alive = HfDeepSpeedConfig(config) if cfg.deepspeed.zero_stage == 3 else None
     try:
-        model = load_model(cfg, weights_dir, attention_backend(cfg))
+        model = load_model(cfg, weights_dir, attention_backend(cfg), lora=cfg.model.lora.enabled)
     finally:
         del keep_alive
         unset_hf_deepspeed_config()
     hf = hf_model(model)
     if cfg.model.gradient_checkpointing:
         hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if cfg.model.lora.enabled:
+            hf.enable_input_require_grads()   # frozen embeddings: checkpointed blocks still need grads
     hf.config.use_cache = False
     optimizer = None if "optimizer" in config else torch.optim.AdamW(
         model.parameters(), **_adam_params(cfg.optim, lr))
@@ -120,16 +129,25 @@ def consolidated_state_dict(engine, zero_stage: int) -> dict:
     return engine.module.state_dict()
 
 
-def export_hf(engine, zero_stage: int, tokenizer, out_dir: Path, is_main: bool) -> None:
-    """Write a `from_pretrained`-loadable model + tokenizer, atomically (tmp dir, then rename)."""
-    state = consolidated_state_dict(engine, zero_stage)
+def export_hf(engine, cfg: DictConfig, weights_dir: str, tokenizer, out_dir: Path, is_main: bool) -> None:
+    """Write a `from_pretrained`-loadable model + tokenizer, atomically (tmp dir, then rename).
+
+    With LoRA, rank 0 loads the weights the stage started from, merges the trained adapters
+    into them, and writes the merged model.
+    """
+    state = consolidated_state_dict(engine, cfg.deepspeed.zero_stage)
     if not is_main:
         return
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     wrapped = isinstance(engine.module, PooledClassifier)
     state = {(k.removeprefix("model.") if wrapped else k): v.detach().to("cpu") for k, v in state.items()}
-    hf_model(engine.module).save_pretrained(tmp, state_dict=state, safe_serialization=True)
+    if cfg.model.lora.enabled:
+        base = hf_model(load_model(cfg, weights_dir, cfg.model.attn_implementation))
+        model = merged_copy(base, state, cfg.model.lora, cfg.task.kind == "discriminative")
+        model.save_pretrained(tmp, safe_serialization=True)
+    else:
+        hf_model(engine.module).save_pretrained(tmp, state_dict=state, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
     if out_dir.exists():
         shutil.rmtree(out_dir)

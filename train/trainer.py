@@ -78,8 +78,8 @@ def _run_one_stage(cfg, info, run_dir, index, stage, names, base, tokenizer, tra
               f"({skipped} skipped as longer than {stage.max_seq_len}), {plan.total_steps} steps",
               flush=True)
     lr = stage.lr if stage.lr is not None else cfg.optim.lr
-    engine = build_engine(cfg, stage_weights(run_dir, index, names, base), info.world_size, lr,
-                          plan.total_steps)
+    start_weights = stage_weights(run_dir, index, names, base)
+    engine = build_engine(cfg, start_weights, info.world_size, lr, plan.total_steps)
     if state_dir is not None:
         engine.load_checkpoint(str(state_dir), tag="state")
     ctx = StageContext(index, stage.name, stage.max_seq_len, run_dir, info, log, tracker,
@@ -87,8 +87,7 @@ def _run_one_stage(cfg, info, run_dir, index, stage, names, base, tokenizer, tra
                        cfg.trainer.progress, cfg.parallel.sp_mode, cfg.task, cfg.deepspeed.zero_stage)
     global_step, stopped = run_stage(engine, samples, plan, ctx, start_step, global_step)
     if not stopped:
-        export_hf(engine, cfg.deepspeed.zero_stage, tokenizer, stage_dir(run_dir, index, stage.name) / "hf",
-                  info.is_main)
+        export_hf(engine, cfg, start_weights, tokenizer, stage_dir(run_dir, index, stage.name) / "hf", info.is_main)
         barrier()
         if info.is_main:
             mark_stage_done(run_dir, index, stage.name, global_step)

@@ -1,0 +1,27 @@
+"""LoRA adapters (peft) for both kinds of annotator, merged into a full model on export."""
+from __future__ import annotations
+
+from peft import LoraConfig, get_peft_model
+
+
+def lora_config(cfg, discriminative: bool, init_weights: bool = True) -> LoraConfig:
+    """`cfg` is `model.lora`; a discriminative head is trained in full beside the adapters."""
+    return LoraConfig(r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout,
+                      target_modules=list(cfg.target_modules),
+                      modules_to_save=["score"] if discriminative else None,
+                      task_type="SEQ_CLS" if discriminative else "CAUSAL_LM",
+                      init_lora_weights=init_weights)
+
+
+def add_lora(model, cfg, discriminative: bool):
+    return get_peft_model(model, lora_config(cfg, discriminative))
+
+
+def merged_copy(base, adapter_state: dict, cfg, discriminative: bool):
+    """`base` (a fresh, unpartitioned copy of the weights the stage started from) with the
+    trained adapter state loaded and merged in: a plain Hugging Face model."""
+    peft_model = get_peft_model(base, lora_config(cfg, discriminative))
+    missing, unexpected = peft_model.load_state_dict(adapter_state, strict=False)
+    if unexpected or any("lora_" in k for k in missing):
+        raise ValueError(f"LoRA state does not fit the model: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    return peft_model.merge_and_unload()

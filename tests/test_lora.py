@@ -1,0 +1,62 @@
+"""LoRA: the merged export gives the same logits as the unmerged adapter; a ZeRO-3 run with
+LoRA trains only the adapters and exports a plain Hugging Face model."""
+import json
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+from peft import get_peft_model
+from safetensors.torch import load_file
+
+from models.builders import load_causal_lm, resolve_model_path
+from models.heads import PooledClassifier, load_classifier
+from models.lora import lora_config, merged_copy
+from tests.conftest import torchrun
+from tests.test_trainer_e2e import TINY, _ok
+from train.config import LoraSettings
+from train.run_dir import read_train_log
+
+LORA = OmegaConf.structured(LoraSettings(enabled=True, r=4, alpha=8))
+
+
+@pytest.mark.parametrize("discriminative", [False, True], ids=["causal_lm", "classifier"])
+def test_merged_export_equals_the_adapter(discriminative):
+    path = resolve_model_path("embedded:qwen3-tiny")
+    load = (lambda: load_classifier(path, "anah")) if discriminative else (lambda: load_causal_lm(path))
+    torch.manual_seed(0)
+    base = load()
+    if discriminative:
+        base.score.weight.data.normal_()                 # the head is random: fix it for both copies
+    head = base.score.weight.detach().clone() if discriminative else None
+    adapted = get_peft_model(base, lora_config(LORA, discriminative, init_weights=False))  # non-zero B
+    ids = torch.randint(3, 500, (2, 23))
+    pos, last = torch.arange(23).expand(2, 23), torch.tensor([22, 22])
+
+    def logits(model):
+        with torch.no_grad():
+            return PooledClassifier(model)(ids, pos, last) if discriminative else model(input_ids=ids).logits
+
+    expected = logits(adapted.eval())
+    fresh = load()
+    if discriminative:
+        fresh.score.weight.data.copy_(head)
+    merged = merged_copy(fresh, adapted.state_dict(), LORA, discriminative).eval()
+    assert not any("lora_" in k for k in merged.state_dict())
+    torch.testing.assert_close(logits(merged), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_lora_training_under_zero3_exports_a_merged_model(tmp_path):
+    one_stage = ["curriculum.stages=[{name: s2k, bucket: S, max_seq_len: 2048, max_steps: 3}]",
+                 "eval.enabled=false", "model.lora.enabled=true", "model.lora.r=4"]
+    _ok(torchrun(2, TINY + one_stage + [f"output_dir={tmp_path}"]))
+    log = read_train_log(tmp_path)
+    assert len(log) == 3 and log[-1]["loss"] < log[0]["loss"]
+    hf = tmp_path / "checkpoints" / "0-s2k" / "hf"
+    weights = load_file(hf / "model.safetensors")
+    assert not any("lora" in k for k in weights)
+    base = load_file(resolve_model_path("embedded:qwen3-tiny") + "/model.safetensors")
+    changed = [k for k in base if not torch.equal(base[k], weights[k])]
+    assert changed and all(k.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"))
+                           for k in changed), changed
+    assert json.loads((hf / "config.json").read_text())["architectures"] == ["Qwen3ForCausalLM"]
