@@ -90,24 +90,27 @@ def windows(book: list[Unit], budget: int, min_fill: float, estimate: Callable[[
 
 def build_longnovel(units: list[Unit], tokenizer, buckets: dict[str, int], test_books: int,
                     template: str = "prompt_e", min_fill: float = 0.75,
-                    report: BuildReport | None = None) -> dict[str, list[dict]]:
+                    report: BuildReport | None = None, val_books: int = 0) -> dict[str, list[dict]]:
     """Records per split ('train', 'test') for the requested buckets {name: token budget}.
 
     Bucket S holds single units (its budget only caps them); longer buckets take as
     many consecutive units as fit. `n_tokens` counts the whole rendered sample. The
-    last `test_books` books form the test split.
+    last `test_books` books form the test split, the `val_books` before them the
+    validation split (for choosing decision thresholds; never the test split).
     """
     report = report or BuildReport()
     books: dict[str, list[Unit]] = {}
     for u in units:
         books.setdefault(u.book_id, []).append(u)
     names = sorted(books)
-    if not 0 < test_books < len(names):
-        raise ValueError(f"data.corpus.test_books={test_books}: expected 1..{len(names) - 1} "
-                         f"for a corpus of {len(names)} books")
-    split_of = {b: ("test" if i >= len(names) - test_books else "train") for i, b in enumerate(names)}
+    if not 0 < test_books or test_books + val_books >= len(names) or val_books < 0:
+        raise ValueError(f"data.corpus.test_books={test_books}, val_books={val_books}: a corpus of "
+                         f"{len(names)} books needs at least one training book")
+    n_train = len(names) - test_books - val_books
+    split_of = {b: "train" if i < n_train else "val" if i < n_train + val_books else "test"
+                for i, b in enumerate(names)}
     measure = _Measure(tokenizer, template)
-    out: dict[str, list[dict]] = {"train": [], "test": []}
+    out: dict[str, list[dict]] = {"train": [], "val": [], "test": []}
     for bucket, budget in sorted(buckets.items(), key=lambda kv: kv[1]):
         fill = 0.0 if bucket == "S" else min_fill
         window_index = 0

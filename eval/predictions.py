@@ -5,12 +5,16 @@ from data_builders.schema import SENTENCE_TYPES
 from eval.parsers import AnahAnnotation, parse_anah_annotation, parse_binary_answer, parse_longnovel_verdict
 
 
-def _from_probs(probs, threshold: float = 0.5) -> int | None:
+def _from_probs(probs, threshold: float | None = None) -> int | None:
+    """A class from probabilities: a binary score (or a 2-class list) against `threshold`
+    (default 0.5), otherwise the most probable class."""
     if isinstance(probs, (int, float)):
-        return int(probs >= threshold)
-    if isinstance(probs, list) and probs and all(isinstance(p, (int, float)) for p in probs):
-        return max(range(len(probs)), key=probs.__getitem__)
-    return None
+        return int(probs >= (0.5 if threshold is None else threshold))
+    if not (isinstance(probs, list) and probs and all(isinstance(p, (int, float)) for p in probs)):
+        return None
+    if len(probs) == 2 and threshold is not None:
+        return int(probs[1] >= threshold)
+    return max(range(len(probs)), key=probs.__getitem__)
 
 
 def binary_decision(row: dict | None) -> tuple[int | None, list[str]]:
@@ -20,7 +24,7 @@ def binary_decision(row: dict | None) -> tuple[int | None, list[str]]:
     if row.get("label") in (0, 1):
         return int(row["label"]), []
     if "probs" in row:
-        label = _from_probs(row["probs"], row.get("threshold", 0.5))
+        label = _from_probs(row["probs"], row.get("threshold"))
         return (label if label in (0, 1) else None), []
     verdict = parse_longnovel_verdict(row.get("output"))
     if verdict is not None:

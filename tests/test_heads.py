@@ -89,3 +89,17 @@ def test_head_learns_a_separable_task(base_path):
     with torch.no_grad():
         pred = model(ids, torch.arange(12).expand(256, 12), torch.full((256,), 11)).argmax(-1)
     assert (pred == labels).float().mean() > 0.95
+
+
+def test_threshold_is_chosen_for_balanced_accuracy():
+    from eval.predictions import binary_decision
+    from eval.thresholds import choose_threshold
+
+    gold = [0, 0, 0, 1, 1, 1]
+    p = [0.05, 0.10, 0.20, 0.25, 0.30, 0.90]          # separable, but not at 0.5
+    t = choose_threshold(gold, p)
+    assert 0.20 < t <= 0.25
+    assert [binary_decision({"probs": [1 - x, x], "threshold": t})[0] for x in p] == gold
+    assert binary_decision({"probs": [0.7, 0.3]})[0] == 0                   # no threshold: argmax
+    with pytest.raises(ValueError, match="both classes"):
+        choose_threshold([1, 1], [0.2, 0.3])

@@ -89,15 +89,23 @@ def test_positions_and_buckets(built):
 def test_splits_by_book_and_balanced_labels(built):
     records, report = built
     books = {s: {r["meta"]["book_id"] for r in records[s]} for s in records}
-    assert books["train"] and books["test"] and not books["train"] & books["test"]
+    assert books["train"] and books["test"] and not books["train"] & books["test"] and not books["val"]
     assert books["test"] == {"book003", "book004"}
-    for split in records:
+    for split in ("train", "test"):
         for bucket in BUDGETS:
             labels = Counter(r["label"] for r in records[split] if r["length_bucket"] == bucket)
             assert labels[0] == labels[1] > 0, (split, bucket, labels)
-    assert sum(report.counts.values()) == len(records["train"]) + len(records["test"])
+    assert sum(report.counts.values()) == sum(len(v) for v in records.values())
 
 
 def test_bad_split_request(corpus, tokenizer):
     with pytest.raises(ValueError, match="test_books=5"):
         build_longnovel(corpus, tokenizer, BUDGETS, test_books=5)
+    with pytest.raises(ValueError, match="val_books=3"):
+        build_longnovel(corpus, tokenizer, BUDGETS, test_books=2, val_books=3)
+
+
+def test_validation_books_are_their_own_split(corpus, tokenizer):
+    out = build_longnovel(corpus, tokenizer, {"S": 2048}, test_books=2, val_books=1)
+    books = {s: {r["meta"]["book_id"] for r in out[s]} for s in out}
+    assert books == {"train": {"book000", "book001"}, "val": {"book002"}, "test": {"book003", "book004"}}

@@ -121,7 +121,8 @@ def test_other_zero_stages_train_and_export(tmp_path, zero):
 
 def test_discriminative_demo_trains_and_scores_probabilities(tmp_path):
     # the demo's own parallel=sp2: each sample split across the 2 ranks
-    overrides = ["+exp=longnovel_discriminative_demo"] + [o for o in TINY if o.split("=")[0] not in ("+exp", "parallel")]
+    own = ("+exp", "parallel")
+    overrides = ["+exp=longnovel_discriminative_demo"] + [o for o in TINY if o.split("=")[0] not in own]
     _ok(torchrun(2, overrides + [f"output_dir={tmp_path}"]))
     log = read_train_log(tmp_path)
     assert [r["target_tokens"] for r in log] == [1] * 6, "a head step counts samples, once per SP group"
@@ -130,4 +131,10 @@ def test_discriminative_demo_trains_and_scores_probabilities(tmp_path):
     assert config["id2label"] == {"0": "faithful", "1": "hallucinated"}
     rows = [json.loads(x) for x in (tmp_path / "eval" / "predictions.parsed.jsonl").read_text().splitlines()]
     assert rows and all(len(r["raw"]) == 2 and abs(sum(r["raw"]) - 1) < 1e-5 for r in rows)
-    assert json.loads((tmp_path / "eval" / "metrics.json").read_text())["overall"]["parse_failures"] == 0
+    metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert metrics["overall"]["parse_failures"] == 0
+    # the decision threshold comes from the validation book and travels with the checkpoint
+    assert (tmp_path / "data" / "val.jsonl").exists()
+    final = json.loads((tmp_path / "checkpoints" / "1-s4k" / "hf" / "config.json").read_text())
+    assert final["decision_threshold"] == metrics["decision_threshold"]
+    assert final["decision_threshold_source"].startswith("validation split")

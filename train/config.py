@@ -50,6 +50,7 @@ class CorpusConfig:
     unit_chars_max: int = 1400
     seed: int = 0
     test_books: int = 2
+    val_books: int = 0                    # validation split (decision thresholds of binary heads)
 
 
 @dataclass

@@ -68,32 +68,43 @@ def build_records(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], st
         units = generate_corpus(c.n_books, c.units_per_book, (c.unit_chars_min, c.unit_chars_max), c.seed)
         budgets = {b: cfg.data.bucket_budgets[b] for b in needed_buckets(cfg)}
         report = BuildReport()
-        out = build_longnovel(units, tokenizer, budgets, c.test_books, template, cfg.data.min_fill, report)
+        out = build_longnovel(units, tokenizer, budgets, c.test_books, template, cfg.data.min_fill, report,
+                              val_books=c.val_books)
         return out, report.table() + f"\nunits left unused at book ends: {report.unfilled_tail_units}"
     from data_builders.longnovel_released import import_released
 
     root = Path(cfg.data.root)
     count = lambda rec: len(encode_sample(rec, tokenizer, template)["input_ids"])  # noqa: E731
     out = {s: import_released(_released_file(root, s), count) for s in ("train", "test")}
-    return out, f"imported {len(out['train'])} train and {len(out['test'])} test records from {root}"
+    if any((root / f"val{suffix}").exists() for suffix in (".jsonl", ".json")):
+        out["val"] = import_released(_released_file(root, "val"), count)
+    return out, ", ".join(f"{len(v)} {k}" for k, v in out.items()) + f" records imported from {root}"
+
+
+def _read_splits(root: Path) -> dict[str, list[dict]]:
+    """train and test (required) and val (optional) records of a directory."""
+    out = {s: read_records(root / f"{s}.jsonl") for s in ("train", "test")}
+    if (root / "val.jsonl").exists():
+        out["val"] = read_records(root / "val.jsonl")
+    return out
 
 
 def prepare_records(cfg: DictConfig, tokenizer, run_dir: Path, info: DistInfo) -> dict[str, list[dict]]:
     """Rank 0 builds (or imports) the records into <run_dir>/data once; every rank reads them."""
     if cfg.data.source == "records":
-        root = Path(cfg.data.root)
-        return {s: read_records(root / f"{s}.jsonl") for s in ("train", "test")}
+        return _read_splits(Path(cfg.data.root))
     data_dir = run_dir / "data"
     if info.is_main and not (data_dir / "test.jsonl").exists():
         records, report = build_records(cfg, tokenizer)
+        records = {k: v for k, v in records.items() if v}
         for split, rows in records.items():
             write_jsonl(data_dir / f"{split}.jsonl.tmp", rows)
         (data_dir / "build_report.txt").write_text(report + "\n", encoding="utf-8")
-        for split in records:   # test.jsonl last: its presence marks a complete build
+        for split in sorted(records, key=lambda s: s == "test"):   # test.jsonl last marks a complete build
             (data_dir / f"{split}.jsonl.tmp").rename(data_dir / f"{split}.jsonl")
         print(report, flush=True)
     barrier()
-    return {s: read_records(data_dir / f"{s}.jsonl") for s in ("train", "test")}
+    return _read_splits(data_dir)
 
 
 def encoder(task: DictConfig):

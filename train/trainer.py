@@ -59,7 +59,7 @@ def train(cfg: DictConfig, info: DistInfo) -> dict | None:
         metrics = None
         if cfg.eval.enabled:
             final = stage_weights(run_dir, len(stages), names, base)
-            metrics = evaluate_export(cfg, final, records["test"], run_dir, info)
+            metrics = evaluate_export(cfg, final, records, run_dir, info)
             if metrics is not None:
                 tracker.summary({"eval": metrics})
                 print((run_dir / "eval" / "report.md").read_text(encoding="utf-8"), flush=True)
