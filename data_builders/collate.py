@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from data_builders.prompts import detection_messages, verdict_target
+from data_builders.prompts import render_messages, render_target
 from data_builders.schema import FAITHFULNESS_LABELS, SENTENCE_TYPES
 
 IGNORE_INDEX = -100
@@ -21,7 +21,7 @@ HEAD_LABELS = {
 
 
 def prompt_ids(record: dict, tokenizer, template: str = "prompt_e") -> list[int]:
-    text = tokenizer.apply_chat_template(detection_messages(record, template), tokenize=False,
+    text = tokenizer.apply_chat_template(render_messages(record, template), tokenize=False,
                                          add_generation_prompt=True)
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
@@ -29,7 +29,7 @@ def prompt_ids(record: dict, tokenizer, template: str = "prompt_e") -> list[int]
 def encode_sample(record: dict, tokenizer, template: str = "prompt_e") -> dict:
     """input_ids = chat prompt + target + <eos>; loss only on target and <eos>."""
     prompt = prompt_ids(record, tokenizer, template)
-    target = tokenizer(verdict_target(record), add_special_tokens=False)["input_ids"]
+    target = tokenizer(render_target(record, template), add_special_tokens=False)["input_ids"]
     target.append(tokenizer.eos_token_id)
     input_ids = prompt + target
     shift_labels = [IGNORE_INDEX] * (len(prompt) - 1) + target + [IGNORE_INDEX]

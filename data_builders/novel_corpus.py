@@ -39,6 +39,7 @@ class Unit:
     hallucinated_sentence: str
     correction: str
     reason: str
+    fact_sentences: list[str]     # the source sentences that state the facts, in summary order
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -108,7 +109,7 @@ def generate_book(book_index: int, n_units: int, unit_chars: tuple[int, int], se
             faithful_summary="".join(faithful_sentences(facts)),
             hallucinated_summary="".join(injected.sentences),
             hallucination_type=htype, hallucinated_sentence=injected.sentence,
-            correction=injected.correction, reason=injected.reason))
+            correction=injected.correction, reason=injected.reason, fact_sentences=narrate(facts)))
     return units
 
 

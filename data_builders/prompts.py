@@ -50,3 +50,19 @@ def verdict_target(record: dict) -> str:
         "reason": reasons[i] if i < len(reasons) else "",
     } for i, sentence in enumerate(sentences)]
     return json.dumps({"has_hallucination": HALLUCINATED, "details": details}, ensure_ascii=False)
+
+
+def render_messages(record: dict, template: str) -> list[dict]:
+    """The chat prompt of `template`: LongNovel detection (`prompt_e`) or ANAH annotation (`anah_*`)."""
+    if template.startswith("anah_"):
+        from data_builders.anah import annotation_messages
+        return annotation_messages(record, template)
+    return detection_messages(record, template)
+
+
+def render_target(record: dict, template: str) -> str:
+    """The answer a generative annotator is trained to give under `template`."""
+    if template.startswith("anah_"):
+        from data_builders.anah import annotation_target
+        return annotation_target(record, template)
+    return verdict_target(record)

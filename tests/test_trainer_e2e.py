@@ -138,3 +138,18 @@ def test_discriminative_demo_trains_and_scores_probabilities(tmp_path):
     final = json.loads((tmp_path / "checkpoints" / "1-s4k" / "hf" / "config.json").read_text())
     assert final["decision_threshold"] == metrics["decision_threshold"]
     assert final["decision_threshold_source"].startswith("validation split")
+
+
+@pytest.mark.parametrize("exp", ["anah_generative_demo", "anah_discriminative_demo"])
+def test_anah_demos_train_and_score(tmp_path, exp):
+    small = [f"+exp={exp}", "trainer.progress=false", "logger.wandb=false", "data.corpus.n_books=3",
+             "data.corpus.units_per_book=3", "data.corpus.unit_chars_min=300", "data.corpus.unit_chars_max=400",
+             "curriculum.stages=[{name: sft, bucket: all, max_seq_len: 2048, max_steps: 3}]",
+             "eval.max_per_bucket=6", "eval.max_new_tokens=16", f"output_dir={tmp_path}"]
+    _ok(torchrun(2, small))
+    assert len(read_train_log(tmp_path)) == 3
+    metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert metrics["n"] == 6 and set(metrics["by_language"]) == {"zh"}
+    assert {"acc", "f1_weighted", "rougeL", "pre4", "parse_failures"} <= set(metrics)
+    if exp == "anah_discriminative_demo":
+        assert metrics["parse_failures"] == 0          # a head always answers with one of the 4 types

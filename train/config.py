@@ -55,7 +55,7 @@ class CorpusConfig:
 
 @dataclass
 class DataConfig:
-    source: str = "embedded"              # embedded | records | longnovel_released
+    source: str = "embedded"              # embedded | anah_embedded | records | longnovel_released
     root: Optional[str] = None            # records: dir with train.jsonl/test.jsonl; released: dir of files
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     bucket_budgets: Dict[str, int] = field(default_factory=lambda: {
@@ -67,7 +67,7 @@ class DataConfig:
 @dataclass
 class StageConfig:
     name: str = MISSING
-    bucket: str = MISSING                 # which length bucket the stage trains on
+    bucket: str = MISSING                 # which length bucket the stage trains on ("all": every record)
     max_seq_len: int = MISSING            # samples longer than this are skipped, never truncated
     epochs: float = 2.0
     max_steps: Optional[int] = None       # a bridge stage sets a fixed number of steps

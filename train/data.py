@@ -14,14 +14,20 @@ from data_builders.schema import read_records, write_jsonl
 from models.sequence_parallel import SP_MODES, SPMesh
 from train.distributed import DistInfo, barrier
 
+ALL = "all"   # a stage or evaluation bucket that takes every record, whatever its length bucket
+
 
 class DataError(ValueError):
     pass
 
 
+def in_bucket(records: list[dict], bucket: str) -> list[dict]:
+    return list(records) if bucket == ALL else [r for r in records if r.get("length_bucket") == bucket]
+
+
 def needed_buckets(cfg: DictConfig) -> list[str]:
     names = [s.bucket for s in cfg.curriculum.stages] + (list(cfg.eval.buckets) if cfg.eval.enabled else [])
-    return sorted(set(names), key=names.index)
+    return [n for n in sorted(set(names), key=names.index) if n != ALL]
 
 
 def check_run_config(cfg: DictConfig) -> None:
@@ -37,8 +43,9 @@ def check_run_config(cfg: DictConfig) -> None:
     if cfg.data.source in ("records", "longnovel_released"):
         if not cfg.data.root or not Path(cfg.data.root).is_dir():
             raise DataError(f"data.source={cfg.data.source} needs data.root=<a directory>, found {cfg.data.root!r}")
-    elif cfg.data.source != "embedded":
-        raise DataError(f"data.source: expected embedded | records | longnovel_released, found {cfg.data.source!r}")
+    elif cfg.data.source not in ("embedded", "anah_embedded"):
+        raise DataError("data.source: expected embedded | anah_embedded | records | longnovel_released, "
+                        f"found {cfg.data.source!r}")
 
 
 def check_parallel_config(cfg: DictConfig) -> None:
@@ -60,6 +67,14 @@ def _released_file(root: Path, split: str) -> Path:
 def build_records(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], str]:
     """Records per split, and a short text report of what was built."""
     template = cfg.task.template
+    if cfg.data.source == "anah_embedded":
+        from data_builders.anah_sample import build_anah_sample
+        from data_builders.novel_corpus import generate_corpus
+
+        c = cfg.data.corpus
+        units = generate_corpus(c.n_books, c.units_per_book, (c.unit_chars_min, c.unit_chars_max), c.seed)
+        out = build_anah_sample(units, c.test_books, c.seed)
+        return out, ", ".join(f"{len(v)} {k}" for k, v in out.items()) + " ANAH-style sentence records"
     if cfg.data.source == "embedded":
         from data_builders.longnovel import BuildReport, build_longnovel
         from data_builders.novel_corpus import generate_corpus
@@ -119,7 +134,7 @@ def encoder(task: DictConfig):
 def stage_samples(records: list[dict], stage: DictConfig, tokenizer, task: DictConfig,
                   max_skip_fraction: float) -> tuple[list[dict], int]:
     """Encoded samples of the stage's bucket; longer ones are skipped and counted, never truncated."""
-    pool = [r for r in records if r.get("length_bucket") == stage.bucket]
+    pool = in_bucket(records, stage.bucket)
     if not pool:
         raise DataError(f"curriculum stage {stage.name!r}: no training records in bucket {stage.bucket!r}")
     encode = encoder(task)

@@ -13,19 +13,25 @@ from eval.report import write_eval
 from eval.scoring import SCORERS
 from eval.thresholds import choose_threshold
 from models.builders import load_tokenizer
+from train.data import in_bucket
 from train.distributed import DistInfo, all_gather_objects
 from train.engine import load_model
+
+
+def _capped(pool: list[dict], cap: int) -> list[dict]:
+    """At most `cap` records: half hallucinated, half faithful when records carry a binary label."""
+    if all(r.get("label") in (0, 1) for r in pool):
+        return [r for r in pool if r["label"] == 1][: (cap + 1) // 2] + [r for r in pool if r["label"] == 0][: cap // 2]
+    return pool[:cap]
 
 
 def select_eval_records(records: list[dict], buckets: list[str], cap: int | None) -> list[dict]:
     """Records of the given buckets; with a cap, half hallucinated and half faithful per bucket."""
     chosen = []
     for b in buckets:
-        pool = [r for r in records if r.get("length_bucket") == b]
+        pool = in_bucket(records, b)
         if cap is not None:
-            pos = [r for r in pool if r["label"] == 1][: (cap + 1) // 2]
-            neg = [r for r in pool if r["label"] == 0][: cap // 2]
-            pool = pos + neg
+            pool = _capped(pool, cap)
         chosen += pool
     return chosen
 

@@ -1,0 +1,114 @@
+"""ANAH-style sentence annotation (seed 004): prompts (Figs. A5-A9, zh and en), the tagged
+target, and reference windows retrieved with BM25.
+
+A record is one answer sentence: `question`, `response` (the sentence), `type`, `reference`
+(gold fragments), `correction`, `source` or `documents`, and `meta.name` (the topic).
+"""
+from __future__ import annotations
+
+import hashlib
+from functools import cache
+from importlib import resources
+
+from data_builders.sentences import split_sentences
+
+TEMPLATES = ("anah_a5", "anah_a6", "anah_a7", "anah_a8", "anah_a9")
+TRAIN_TEMPLATES = TEMPLATES[:4]     # prompt augmentation draws from these
+UNSEEN_TEMPLATES = TEMPLATES[4:]    # kept out of training: the "+D" robustness test of Table 7
+REFERENCE_FIRST = {"anah_a7", "anah_a8", "anah_a9"}   # these ask for <Reference> before <Hallucination>
+WINDOW_TOKENS = {"zh": 540, "en": 400}
+TAGS = {
+    "zh": {"hallu": "<幻觉>", "ref": "<参考>", "corr": "<改正>", "no_fact": "<无事实>",
+           "none": "无", "contradictory": "矛盾", "unverifiable": "无法验证"},
+    "en": {"hallu": "<Hallucination> ", "ref": "<Reference> ", "corr": "<Correction> ", "no_fact": "<No Fact>",
+           "none": "None", "contradictory": "Contradictory", "unverifiable": "Unverifiable"},
+}
+
+
+def _lang(record: dict) -> str:
+    return "zh" if record.get("language", "zh").startswith("zh") else "en"
+
+
+@cache
+def template_text(template: str, language: str) -> str:
+    if template not in TEMPLATES:
+        raise ValueError(f"unknown ANAH template {template!r}; expected one of {list(TEMPLATES)} or anah_random")
+    name = f"{template}.{language}.txt"
+    return resources.files("data_builders.prompt_texts").joinpath(name).read_text(encoding="utf-8").strip()
+
+
+def pick_template(record: dict, template: str) -> str:
+    """`anah_random` (prompt augmentation) draws a training template by the record id."""
+    if template != "anah_random":
+        return template
+    digest = int(hashlib.sha1(record["id"].encode()).hexdigest(), 16)
+    return TRAIN_TEMPLATES[digest % len(TRAIN_TEMPLATES)]
+
+
+def annotation_messages(record: dict, template: str) -> list[dict]:
+    chosen = pick_template(record, template)
+    text = template_text(chosen, _lang(record)).format(
+        name=(record.get("meta") or {}).get("name", ""), question=record.get("question") or "",
+        reference=reference_of(record), sentence=record["response"])
+    return [{"role": "user", "content": text}]
+
+
+def annotation_target(record: dict, template: str) -> str:
+    """The tagged annotation: <幻觉>类型<参考>片段<SEP>片段<改正>"X" 改为 "Y" (or English tags)."""
+    tags, kind = TAGS[_lang(record)], record.get("type")
+    if kind == "no_fact":
+        return tags["no_fact"]
+    if kind not in ("none", "contradictory", "unverifiable"):
+        raise ValueError(f"record {record.get('id')!r}: type must be none|contradictory|unverifiable|no_fact")
+    verdict = tags["hallu"] + tags[kind]
+    reference = tags["ref"] + "<SEP>".join(record.get("reference") or [])
+    parts = [reference, verdict] if pick_template(record, template) in REFERENCE_FIRST else [verdict, reference]
+    if kind != "none":
+        parts.append(tags["corr"] + (record.get("correction") or ""))
+    return "".join(parts) if _lang(record) == "zh" else " ".join(parts)
+
+
+def reference_of(record: dict) -> str:
+    """The reference shown in the prompt: the retrieved window if the builder stored one."""
+    meta = record.get("meta") or {}
+    if meta.get("window"):
+        return meta["window"]
+    return record["source"] if "source" in record else "\n".join(record["documents"])
+
+
+def text_units(text: str, language: str) -> list[str]:
+    """Characters for Chinese, lower-cased words for English: the units of BM25 and window lengths."""
+    if language == "zh":
+        return [c for c in text if not c.isspace()]
+    return [w.lower().strip(".,;:!?\"'()") for w in text.split()]
+
+
+def _terms(text: str, language: str) -> list[str]:
+    """BM25 terms: character bigrams for Chinese (single characters match too much), words for English."""
+    units = text_units(text, language)
+    return ["".join(p) for p in zip(units, units[1:])] if language == "zh" else units
+
+
+def reference_window(source: str, sentence: str, language: str, budget: int | None = None) -> str:
+    """The source sentences around the BM25 best match for `sentence`, up to `budget` units
+    (540 characters for Chinese, 400 words for English by default)."""
+    from rank_bm25 import BM25Okapi
+
+    budget = budget or WINDOW_TOKENS[language]
+    sents = split_sentences(source, language)
+    if not sents:
+        return ""
+    scores = BM25Okapi([_terms(s, language) or ["_"] for s in sents]).get_scores(_terms(sentence, language))
+    best = max(range(len(sents)), key=lambda i: scores[i])
+    lo, hi, used = best, best + 1, len(text_units(sents[best], language))
+    while True:
+        grown = False
+        for side in (hi, lo - 1):      # grow right, then left, while the budget allows
+            if 0 <= side < len(sents) and not (lo <= side < hi):
+                n = len(text_units(sents[side], language))
+                if used + n <= budget:
+                    lo, hi, used, grown = min(lo, side), max(hi, side + 1), used + n, True
+        if not grown:
+            break
+    joiner = "" if language == "zh" else " "
+    return joiner.join(sents[lo:hi])
