@@ -117,3 +117,4 @@ def test_command_line(longnovel, tmp_path):
     assert proc.stdout.startswith("# LongNovel detection")
     assert json.loads((tmp_path / "cli" / "metrics.json").read_text())["overall"]["n"] == 5
     assert not (tmp_path / "outputs").exists() and not (tmp_path / ".hydra").exists()
+    assert not list(tmp_path.glob("*.log")), "Hydra must not leave a job log in the working directory"
