@@ -12,14 +12,15 @@ TYPE_ZH = {
 }
 ZH_TYPE = {v: k for k, v in TYPE_ZH.items()}
 HALLUCINATED, FAITHFUL = "有幻觉", "无幻觉"
-TEMPLATES = ("prompt_e",)
+TEMPLATES = ("prompt_e", "prompt_b", "cot")   # Figs. 19, 20, 21
 
 
 @cache
 def system_prompt(template: str) -> str:
     if template not in TEMPLATES:
         raise ValueError(f"unknown detection prompt {template!r}; expected one of {list(TEMPLATES)}")
-    name = f"longnovel_{template}.system.txt"
+    # Prompt-B shares Prompt-E's system text; only the order of summary and article differs
+    name = f"longnovel_{'prompt_e' if template == 'prompt_b' else template}.system.txt"
     return resources.files("data_builders.prompt_texts").joinpath(name).read_text(encoding="utf-8").strip()
 
 
@@ -28,8 +29,9 @@ def article_of(record: dict) -> str:
 
 
 def detection_messages(record: dict, template: str = "prompt_e") -> list[dict]:
-    """Chat messages of Prompt-E (Fig. 19): the summary comes after the article."""
-    user = f"文章: {article_of(record)}\n\n摘要: {record['response']}"
+    """Chat messages of Prompt-E / CoT (summary after the article) or Prompt-B (summary first)."""
+    article, summary = f"文章: {article_of(record)}", f"摘要: {record['response']}"
+    user = f"{summary}\n\n{article}" if template == "prompt_b" else f"{article}\n\n{summary}"
     return [{"role": "system", "content": system_prompt(template)}, {"role": "user", "content": user}]
 
 

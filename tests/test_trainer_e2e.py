@@ -153,3 +153,26 @@ def test_anah_demos_train_and_score(tmp_path, exp):
     assert {"acc", "f1_weighted", "rougeL", "pre4", "parse_failures"} <= set(metrics)
     if exp == "anah_discriminative_demo":
         assert metrics["parse_failures"] == 0          # a head always answers with one of the 4 types
+
+
+def test_eval_run_scores_a_checkpoint_and_resumes(uninterrupted, tmp_path):
+    """eval/run.py on the exported model: predictions, scores, and a resumed run that only
+    predicts what is missing. Prompt-B is used (the summary before the article)."""
+    def run():
+        args = [a for a in TINY if not a.startswith(("eval.", "curriculum."))]
+        cmd = [sys.executable, str(REPO / "eval" / "run.py"), *args, "task.template=prompt_b",
+               "curriculum.stages=[{name: s, bucket: S, max_seq_len: 2048, max_steps: 1}]",
+               f"checkpoint={uninterrupted / 'checkpoints' / '1-s4k' / 'hf'}", f"output_dir={tmp_path}",
+               "eval.buckets=[S]", "eval.max_per_bucket=4", "eval.max_new_tokens=6"]
+        return _ok(subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300))
+
+    first = run()
+    assert "4 records, 0 predicted already, 4 to go" in first.stdout
+    preds = (tmp_path / "predictions.jsonl").read_text().splitlines()
+    metrics = json.loads((tmp_path / "scores" / "metrics.json").read_text())
+    assert len(preds) == 4 and metrics["overall"]["n"] == 4
+    (tmp_path / "predictions.jsonl").write_text("\n".join(preds[:3]) + "\n")      # as if interrupted
+    second = run()
+    assert "4 records, 3 predicted already, 1 to go" in second.stdout
+    assert (tmp_path / "predictions.jsonl").read_text().splitlines() == preds        # greedy: same output
+    assert json.loads((tmp_path / "scores" / "metrics.json").read_text()) == metrics

@@ -136,7 +136,8 @@ class EvalConfig:
 class SFTConfig:
     exp_name: str = "sft"
     output_dir: str = "outputs/${exp_name}/${now:%Y-%m-%d_%H-%M-%S}"
-    resume: str = "none"                  # none | auto | <checkpoint dir>
+    resume: str = "none"                  # none | auto
+    checkpoint: Optional[str] = None      # eval/run.py: the model to evaluate (default model.name_or_path)
     model: ModelConfig = field(default_factory=ModelConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     data: DataConfig = field(default_factory=DataConfig)

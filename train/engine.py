@@ -9,9 +9,10 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from models.builders import load_causal_lm, torch_dtype
-from models.heads import PooledClassifier, load_classifier
-from models.lora import add_lora, merged_copy
+from models.annotator import hf_model, load_annotator
+from models.builders import torch_dtype
+from models.heads import PooledClassifier
+from models.lora import merged_copy
 
 
 def ds_config(cfg: DictConfig, world_size: int) -> dict:
@@ -74,21 +75,8 @@ def attention_backend(cfg: DictConfig) -> str:
 
 
 def load_model(cfg: DictConfig, path: str, attn_implementation: str, lora: bool = False):
-    """The causal LM, or for a discriminative task the decoder with a linear head (wrapped for
-    pooling); with `lora`, LoRA adapters on top (`model.lora`)."""
-    discriminative = cfg.task.kind == "discriminative"
-    if discriminative:
-        model = load_classifier(path, cfg.task.head, cfg.model.dtype, attn_implementation)
-    else:
-        model = load_causal_lm(path, cfg.model.dtype, attn_implementation)
-    if lora:
-        model = add_lora(model, cfg.model.lora, discriminative)
-    return PooledClassifier(model) if discriminative else model
-
-
-def hf_model(module):
-    """The Hugging Face model inside a (possibly wrapped) module."""
-    return module.model if isinstance(module, PooledClassifier) else module
+    return load_annotator(path, cfg.task.kind, cfg.task.head, cfg.model.dtype, attn_implementation,
+                          cfg.model.lora if lora else None)
 
 
 def build_engine(cfg: DictConfig, weights_dir: str, world_size: int, lr: float, total_steps: int):

@@ -7,46 +7,21 @@ from pathlib import Path
 from omegaconf import DictConfig
 from transformers import AutoConfig
 
-from data_builders.collate import prompt_ids
-from eval.generate import classifier_probs, greedy_generate
+from eval.predict import predict_records, select_eval_records
 from eval.report import write_eval
 from eval.scoring import SCORERS
 from eval.thresholds import choose_threshold
 from models.builders import load_tokenizer
-from train.data import in_bucket
 from train.distributed import DistInfo, all_gather_objects
 from train.engine import load_model
-
-
-def _capped(pool: list[dict], cap: int) -> list[dict]:
-    """At most `cap` records: half hallucinated, half faithful when records carry a binary label."""
-    if all(r.get("label") in (0, 1) for r in pool):
-        return [r for r in pool if r["label"] == 1][: (cap + 1) // 2] + [r for r in pool if r["label"] == 0][: cap // 2]
-    return pool[:cap]
-
-
-def select_eval_records(records: list[dict], buckets: list[str], cap: int | None) -> list[dict]:
-    """Records of the given buckets; with a cap, half hallucinated and half faithful per bucket."""
-    chosen = []
-    for b in buckets:
-        pool = in_bucket(records, b)
-        if cap is not None:
-            pool = _capped(pool, cap)
-        chosen += pool
-    return chosen
 
 
 def _predict(cfg: DictConfig, hf_dir: str, records: list[dict], info: DistInfo) -> list[dict]:
     """This rank's predictions: raw generations, or head probabilities."""
     tokenizer = load_tokenizer(hf_dir)
     model = load_model(cfg, hf_dir, cfg.model.attn_implementation).to(info.device)
-    prompts = [prompt_ids(r, tokenizer, cfg.task.template) for r in records]
-    progress = cfg.trainer.progress and info.is_main
-    if cfg.task.kind == "discriminative":
-        probs = classifier_probs(model, prompts, progress=progress)
-        return [{"id": r["id"], "probs": p} for r, p in zip(records, probs)]
-    texts = greedy_generate(model, tokenizer, prompts, cfg.eval.max_new_tokens, progress=progress, desc="eval")
-    return [{"id": r["id"], "output": t} for r, t in zip(records, texts)]
+    return predict_records(model, tokenizer, records, cfg.task.kind, cfg.task.template, cfg.eval.max_new_tokens,
+                           progress=cfg.trainer.progress and info.is_main)
 
 
 def _gathered(cfg: DictConfig, hf_dir: str, records: list[dict], info: DistInfo) -> dict[str, dict]:

@@ -1,0 +1,74 @@
+"""Where records come from: the embedded builders, released LongNovel files, or record files.
+
+Functions take the composed config (`data`, `task`, `curriculum`, `eval` keys) and a tokenizer.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from data_builders.collate import encode_sample
+from data_builders.schema import read_records
+
+ALL = "all"   # a stage or evaluation bucket that takes every record, whatever its length bucket
+
+
+class DataError(ValueError):
+    pass
+
+
+def in_bucket(records: list[dict], bucket: str) -> list[dict]:
+    return list(records) if bucket == ALL else [r for r in records if r.get("length_bucket") == bucket]
+
+
+def needed_buckets(cfg: DictConfig) -> list[str]:
+    names = [s.bucket for s in cfg.curriculum.stages] + (list(cfg.eval.buckets) if cfg.eval.enabled else [])
+    return [n for n in sorted(set(names), key=names.index) if n != ALL]
+
+
+def _released_file(root: Path, split: str) -> Path:
+    for suffix in (".jsonl", ".json"):
+        if (root / f"{split}{suffix}").exists():
+            return root / f"{split}{suffix}"
+    raise DataError(f"data.root={root}: expected {split}.jsonl or {split}.json")
+
+
+def build_records(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], str]:
+    """Records per split, and a short text report of what was built."""
+    template = cfg.task.template
+    if cfg.data.source == "anah_embedded":
+        from data_builders.anah_sample import build_anah_sample
+        from data_builders.novel_corpus import generate_corpus
+
+        c = cfg.data.corpus
+        units = generate_corpus(c.n_books, c.units_per_book, (c.unit_chars_min, c.unit_chars_max), c.seed)
+        out = build_anah_sample(units, c.test_books, c.seed)
+        return out, ", ".join(f"{len(v)} {k}" for k, v in out.items()) + " ANAH-style sentence records"
+    if cfg.data.source == "embedded":
+        from data_builders.longnovel import BuildReport, build_longnovel
+        from data_builders.novel_corpus import generate_corpus
+
+        c = cfg.data.corpus
+        units = generate_corpus(c.n_books, c.units_per_book, (c.unit_chars_min, c.unit_chars_max), c.seed)
+        budgets = {b: cfg.data.bucket_budgets[b] for b in needed_buckets(cfg)}
+        report = BuildReport()
+        out = build_longnovel(units, tokenizer, budgets, c.test_books, template, cfg.data.min_fill, report,
+                              val_books=c.val_books)
+        return out, report.table() + f"\nunits left unused at book ends: {report.unfilled_tail_units}"
+    from data_builders.longnovel_released import import_released
+
+    root = Path(cfg.data.root)
+    count = lambda rec: len(encode_sample(rec, tokenizer, template)["input_ids"])  # noqa: E731
+    out = {s: import_released(_released_file(root, s), count) for s in ("train", "test")}
+    if any((root / f"val{suffix}").exists() for suffix in (".jsonl", ".json")):
+        out["val"] = import_released(_released_file(root, "val"), count)
+    return out, ", ".join(f"{len(v)} {k}" for k, v in out.items()) + f" records imported from {root}"
+
+
+def read_splits(root: Path) -> dict[str, list[dict]]:
+    """train and test (required) and val (optional) records of a directory."""
+    out = {s: read_records(root / f"{s}.jsonl") for s in ("train", "test")}
+    if (root / "val.jsonl").exists():
+        out["val"] = read_records(root / "val.jsonl")
+    return out

@@ -1,0 +1,23 @@
+"""Run an annotator or baseline with an experiment's config, then score it.
+
+    python eval/run.py +exp=longnovel_curriculum_demo checkpoint=PATH output_dir=DIR
+    python eval/run.py +exp=longnovel_curriculum model.name_or_path=/models/Qwen3-8B task.template=cot ...
+
+Predictions go to DIR/predictions.jsonl as they are made; running again with the same
+output_dir continues where it stopped. Scores go to DIR/scores/.
+"""
+import hydra
+from omegaconf import DictConfig
+
+import train.config  # noqa: F401  (registers the structured schemas of the experiment configs)
+
+
+@hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    from eval.runner import run_eval
+
+    run_eval(cfg)
+
+
+if __name__ == "__main__":
+    main()

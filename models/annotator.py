@@ -1,0 +1,27 @@
+"""Loading an annotator of either kind from a Hugging Face directory."""
+from __future__ import annotations
+
+from models.builders import load_causal_lm
+from models.heads import PooledClassifier, load_classifier
+from models.lora import add_lora
+
+
+def load_annotator(path: str, kind: str, head: str = "binary", dtype: str = "auto",
+                   attn_implementation: str = "sdpa", lora=None):
+    """A causal LM (`generative`), or the decoder with a linear head wrapped for last-token pooling
+    (`discriminative`); with `lora` (the `model.lora` settings), LoRA adapters on top."""
+    if kind not in ("generative", "discriminative"):
+        raise ValueError(f"task.kind: expected generative | discriminative, found {kind!r}")
+    discriminative = kind == "discriminative"
+    if discriminative:
+        model = load_classifier(path, head, dtype, attn_implementation)
+    else:
+        model = load_causal_lm(path, dtype, attn_implementation)
+    if lora is not None:
+        model = add_lora(model, lora, discriminative)
+    return PooledClassifier(model) if discriminative else model
+
+
+def hf_model(module):
+    """The Hugging Face model inside a (possibly wrapped) module."""
+    return module.model if isinstance(module, PooledClassifier) else module
