@@ -16,26 +16,30 @@ from train.distributed import DistInfo, all_gather_objects
 from train.engine import load_model
 
 
-def _predict(cfg: DictConfig, hf_dir: str, records: list[dict], info: DistInfo) -> list[dict]:
-    """This rank's predictions: raw generations, or head probabilities."""
-    tokenizer = load_tokenizer(hf_dir)
-    model = load_model(cfg, hf_dir, cfg.model.attn_implementation).to(info.device)
-    return predict_records(model, tokenizer, records, cfg.task.kind, cfg.task.template, cfg.eval.max_new_tokens,
-                           progress=cfg.trainer.progress and info.is_main)
+class _Predictor:
+    """The exported model, loaded once, predicting a rank's share of records and gathering all."""
+
+    def __init__(self, cfg: DictConfig, hf_dir: str, info: DistInfo):
+        self.cfg, self.info = cfg, info
+        self.tokenizer = load_tokenizer(hf_dir)
+        self.model = load_model(cfg, hf_dir, cfg.model.attn_implementation).to(info.device)
+
+    def __call__(self, records: list[dict]) -> dict[str, dict]:
+        cfg, info = self.cfg, self.info
+        mine = predict_records(self.model, self.tokenizer, records[info.rank::info.world_size], cfg.task.kind,
+                               cfg.task.template, cfg.eval.max_new_tokens,
+                               progress=cfg.trainer.progress and info.is_main)
+        return {p["id"]: p for part in all_gather_objects(mine) for p in part}
 
 
-def _gathered(cfg: DictConfig, hf_dir: str, records: list[dict], info: DistInfo) -> dict[str, dict]:
-    mine = _predict(cfg, hf_dir, records[info.rank::info.world_size], info)
-    return {p["id"]: p for part in all_gather_objects(mine) for p in part}
-
-
-def store_threshold(cfg: DictConfig, hf_dir: str, val_records: list[dict], info: DistInfo) -> float | None:
+def store_threshold(cfg: DictConfig, hf_dir: str, predict: _Predictor, val_records: list[dict],
+                    info: DistInfo) -> float | None:
     """For a binary head: choose the decision threshold on the validation split and write it
     into the exported config.json (`decision_threshold`). None when there is no validation split."""
     if not (cfg.task.kind == "discriminative" and cfg.task.head == "binary" and val_records):
         return None
     records = select_eval_records(val_records, list(cfg.eval.buckets), cfg.eval.max_per_bucket)
-    preds = _gathered(cfg, hf_dir, records, info)
+    preds = predict(records)
     threshold = choose_threshold([r["label"] for r in records], [preds[r["id"]]["probs"][1] for r in records])
     if info.is_main:
         config = AutoConfig.from_pretrained(hf_dir)
@@ -50,8 +54,9 @@ def evaluate_export(cfg: DictConfig, hf_dir: str, records_by_split: dict[str, li
     records = select_eval_records(records_by_split["test"], list(cfg.eval.buckets), cfg.eval.max_per_bucket)
     if not records:
         raise ValueError(f"eval.buckets={list(cfg.eval.buckets)}: no test records in these buckets")
-    threshold = store_threshold(cfg, hf_dir, records_by_split.get("val", []), info)
-    preds = _gathered(cfg, hf_dir, records, info)
+    predict = _Predictor(cfg, hf_dir, info)
+    threshold = store_threshold(cfg, hf_dir, predict, records_by_split.get("val", []), info)
+    preds = predict(records)
     if not info.is_main:
         return None
     if threshold is not None:
