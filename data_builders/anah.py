@@ -1,5 +1,5 @@
 """ANAH-style sentence annotation (seed 004): prompts (Figs. A5-A9, zh and en), the tagged
-target, and reference windows retrieved with BM25.
+target, and reference windows retrieved with BM25 (optionally fused with an embedding ranker).
 
 A record is one answer sentence: `question`, `response` (the sentence), `type`, `reference`
 (gold fragments), `correction`, `source` or `documents`, and `meta.name` (the topic).
@@ -10,6 +10,7 @@ import hashlib
 from functools import cache
 from importlib import resources
 
+from data_builders.retrieval import fuse
 from data_builders.sentences import split_sentences
 
 TEMPLATES = ("anah_a5", "anah_a6", "anah_a7", "anah_a8", "anah_a9")
@@ -89,26 +90,44 @@ def _terms(text: str, language: str) -> list[str]:
     return ["".join(p) for p in zip(units, units[1:])] if language == "zh" else units
 
 
-def reference_window(source: str, sentence: str, language: str, budget: int | None = None) -> str:
-    """The source sentences around the BM25 best match for `sentence`, up to `budget` units
-    (540 characters for Chinese, 400 words for English by default)."""
-    from rank_bm25 import BM25Okapi
+class SourceIndex:
+    """The sentences of one source, indexed once for many reference-window queries."""
 
-    budget = budget or WINDOW_TOKENS[language]
-    sents = split_sentences(source, language)
-    if not sents:
-        return ""
-    scores = BM25Okapi([_terms(s, language) or ["_"] for s in sents]).get_scores(_terms(sentence, language))
-    best = max(range(len(sents)), key=lambda i: scores[i])
-    lo, hi, used = best, best + 1, len(text_units(sents[best], language))
-    while True:
-        grown = False
-        for side in (hi, lo - 1):      # grow right, then left, while the budget allows
-            if 0 <= side < len(sents) and not (lo <= side < hi):
-                n = len(text_units(sents[side], language))
-                if used + n <= budget:
-                    lo, hi, used, grown = min(lo, side), max(hi, side + 1), used + n, True
-        if not grown:
-            break
-    joiner = "" if language == "zh" else " "
-    return joiner.join(sents[lo:hi])
+    def __init__(self, source: str, language: str, ranker=None):
+        from rank_bm25 import BM25Okapi
+
+        self.language, self.ranker = language, ranker
+        self.sents = split_sentences(source, language)
+        self.sizes = [len(text_units(s, language)) for s in self.sents]
+        self.bm25 = BM25Okapi([_terms(s, language) or ["_"] for s in self.sents]) if self.sents else None
+        self._emb = None
+
+    def best(self, sentence: str) -> int:
+        """Index of the source sentence that best matches: BM25, fused with the embedding ranker if any."""
+        scores = list(self.bm25.get_scores(_terms(sentence, self.language)))
+        if self.ranker is not None:
+            if self._emb is None:
+                self._emb = self.ranker.encode(self.sents)
+            scores = fuse(scores, self.ranker.scores(sentence, self._emb))
+        return max(range(len(self.sents)), key=lambda i: scores[i])
+
+    def window(self, sentence: str, budget: int | None = None) -> str:
+        """The sentences around the best match, grown right then left while `budget` units allow
+        (540 characters for Chinese, 400 words for English by default)."""
+        if not self.sents:
+            return ""
+        budget = budget or WINDOW_TOKENS[self.language]
+        best = self.best(sentence)
+        lo, hi, used = best, best + 1, self.sizes[best]
+        grown = True
+        while grown:
+            grown = False
+            for side in (hi, lo - 1):
+                if 0 <= side < len(self.sents) and not (lo <= side < hi) and used + self.sizes[side] <= budget:
+                    lo, hi, used, grown = min(lo, side), max(hi, side + 1), used + self.sizes[side], True
+        return ("" if self.language == "zh" else " ").join(self.sents[lo:hi])
+
+
+def reference_window(source: str, sentence: str, language: str, budget: int | None = None, ranker=None) -> str:
+    """The window of `source` that a single `sentence` is annotated against."""
+    return SourceIndex(source, language, ranker).window(sentence, budget)

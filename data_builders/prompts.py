@@ -54,8 +54,14 @@ def verdict_target(record: dict) -> str:
     return json.dumps({"has_hallucination": HALLUCINATED, "details": details}, ensure_ascii=False)
 
 
+def template_for(record: dict, default: str) -> str:
+    """A record of a training mixture may carry its own template (`meta.template`)."""
+    return (record.get("meta") or {}).get("template") or default
+
+
 def render_messages(record: dict, template: str) -> list[dict]:
     """The chat prompt of `template`: LongNovel detection (`prompt_e`) or ANAH annotation (`anah_*`)."""
+    template = template_for(record, template)
     if template.startswith("anah_"):
         from data_builders.anah import annotation_messages
         return annotation_messages(record, template)
@@ -64,6 +70,7 @@ def render_messages(record: dict, template: str) -> list[dict]:
 
 def render_target(record: dict, template: str) -> str:
     """The answer a generative annotator is trained to give under `template`."""
+    template = template_for(record, template)
     if template.startswith("anah_"):
         from data_builders.anah import annotation_target
         return annotation_target(record, template)

@@ -1,4 +1,5 @@
-"""Where records come from: the embedded builders, released LongNovel files, or record files.
+"""Where records come from: the embedded builders, released LongNovel files, record files, or a
+weighted mixture of record directories.
 
 Functions take the composed config (`data`, `task`, `curriculum`, `eval` keys) and a tokenizer.
 """
@@ -37,6 +38,10 @@ def _released_file(root: Path, split: str) -> Path:
 def build_records(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], str]:
     """Records per split, and a short text report of what was built."""
     template = cfg.task.template
+    if cfg.data.source == "mixture":
+        from data_builders.mixture import mix_records
+
+        return mix_records(cfg.data.mixture, cfg.trainer.seed)
     if cfg.data.source == "anah_embedded":
         from data_builders.anah_sample import build_anah_sample
         from data_builders.novel_corpus import generate_corpus

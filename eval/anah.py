@@ -30,12 +30,16 @@ def score_anah(gold: list[dict], preds: dict[str, dict]) -> tuple[dict, list[dic
         rows.append({
             "id": rec["id"], "gold": rec["type"], "pred": ann.type if ann else None,
             "raw": (preds.get(rec["id"]) or {}).get("output"), "correct": bool(ann) and ann.type == rec["type"],
-            "language": rec.get("language"), "pred_reference": ann.reference if ann else [],
+            "language": rec.get("language"), "test_group": (rec.get("meta") or {}).get("test_group"),
+            "pred_reference": ann.reference if ann else [],
             "rougeL": rouge_l(pred_ref, gold_ref) if scored_ref else None,
             "pre4": ngram_precision(pred_ref, article_of(rec)) if pred_ref else None,
         })
     metrics = _scores(rows)
     metrics["by_language"] = {lang: _scores([r for r in rows if r["language"] == lang])
                               for lang in sorted({r["language"] for r in rows if r["language"]})}
+    groups = sorted({r["test_group"] for r in rows if r["test_group"]})
+    if groups:     # Table 6: unseen-topic ('T') and unseen-question ('Q') test sets
+        metrics["by_test_group"] = {g: _scores([r for r in rows if r["test_group"] == g]) for g in groups}
     metrics["missing_ids"] = [r["id"] for r in gold if r["id"] not in preds]
     return metrics, rows

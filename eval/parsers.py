@@ -1,10 +1,12 @@
-"""Parsers of raw model outputs."""
+"""Parsers of raw model outputs. The ANAH tag parser lives in data_builders (importers read the
+same tags) and is re-exported here."""
 from __future__ import annotations
 
 import json
 import re
 from dataclasses import dataclass, field
 
+from data_builders.anah_tags import AnahAnnotation, parse_anah_annotation  # noqa: F401  (re-exported)
 from data_builders.prompts import FAITHFUL, HALLUCINATED, TYPE_ZH, ZH_TYPE
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
@@ -70,58 +72,6 @@ def parse_longnovel_verdict(text: str) -> Verdict | None:
                              if isinstance(d, dict)) if t]
         return Verdict(label, types, details)
     return None
-
-
-# ---------------------------------------------------------------- ANAH annotations
-
-_NO_FACT = re.compile(r"<\s*(?:no\s*fact|无事实)\s*>", re.I)
-_HALLU = re.compile(r"<\s*(?:hallucination|幻觉)\s*>\s*([^<\n]*)", re.I)
-_REFERENCE = re.compile(r"<\s*(?:reference|参考)\s*>(.*?)(?=<\s*(?:hallucination|幻觉|correction|改正)\s*>|$)",
-                        re.I | re.S)
-_CORRECTION = re.compile(r"<\s*(?:correction|改正)\s*>(.*)", re.I | re.S)
-_REWRITE = re.compile(r'将?\s*["“]([^"”]*)["”]\s*(?:to|改为)\s*["“]([^"”]*)["”]', re.I)
-
-
-@dataclass
-class AnahAnnotation:
-    type: str                                   # none | contradictory | unverifiable | no_fact
-    reference: list[str] = field(default_factory=list)
-    correction: str = ""
-    rewrite: tuple[str, str] | None = None      # ("XXX", "YYY") of '"XXX" to "YYY"'
-
-
-def _anah_type(value: str) -> str | None:
-    v = value.strip().strip("。.，,:：").lower()
-    if v.startswith("无法验证") or v.startswith("unverifiable"):      # before '无'
-        return "unverifiable"
-    if v.startswith("矛盾") or v.startswith("contradict"):
-        return "contradictory"
-    if v.startswith("无") or v.startswith("none") or v == "no":
-        return "none"
-    return None
-
-
-def parse_anah_annotation(text: str) -> AnahAnnotation | None:
-    """ANAH's tagged annotation (seed 004, Figs. A5-A9) in Chinese or English tags.
-
-    `<No Fact>` / `<无事实>` anywhere wins; otherwise the `<Hallucination>` / `<幻觉>`
-    value decides ('无法验证' is checked before '无'); references are split on <SEP>.
-    """
-    if not isinstance(text, str):
-        return None
-    if _NO_FACT.search(text):
-        return AnahAnnotation("no_fact")
-    found = _HALLU.search(text)
-    kind = _anah_type(found.group(1)) if found else None
-    if kind is None:
-        return None
-    ref = _REFERENCE.search(text)
-    reference = [p.strip() for p in re.split(r"<\s*SEP\s*>", ref.group(1), flags=re.I)] if ref else []
-    corr = _CORRECTION.search(text)
-    correction = corr.group(1).strip() if corr else ""
-    rewrite = _REWRITE.search(correction)
-    return AnahAnnotation(kind, [r for r in reference if r], correction,
-                          (rewrite.group(1), rewrite.group(2)) if rewrite else None)
 
 
 # ---------------------------------------------------------------- binary answers

@@ -44,7 +44,8 @@ def binary_markdown(m: dict) -> list[str]:
 
 def anah_markdown(m: dict) -> list[str]:
     lines = ["| split | n | Acc. | F1 (weighted) | RougeL | Pre4 | parse failures |", "|---|---|---|---|---|---|---|"]
-    for name, s in [*m["by_language"].items(), ("all", m)]:
+    groups = [(f"unseen {g.split('_')[1]}", v) for g, v in m.get("by_test_group", {}).items()]
+    for name, s in [*m["by_language"].items(), *groups, ("all", m)]:
         lines.append(f"| {name} | {s['n']} | {_pct(s['acc'])} | {_pct(s['f1_weighted'])} | {_pct(s['rougeL'])} | "
                      f"{_pct(s['pre4'])} | {s['parse_failures']} |")
     return lines + ["", "RougeL and 4-gram precision use characters for Chinese and words for English."]

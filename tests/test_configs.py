@@ -84,3 +84,12 @@ def test_demo_keeps_the_real_lengths():
     assert [s.max_seq_len for s in cfg.curriculum.stages] == [2048, 16384, 16384, 32768]
     assert cfg.parallel.sp_size == 2
     assert cfg.model.name_or_path.startswith("embedded:")
+
+
+def test_mixture_override_is_typed():
+    cfg = _compose(["data=mixture", "data.mixture=[{name: a, root: /x}, {name: b, root: /y, weight: 0.5, "
+                    "template: prompt_e, evaluate: false}]"])
+    assert [(s.name, s.weight, s.template, s.evaluate) for s in cfg.data.mixture] == [
+        ("a", 1.0, None, True), ("b", 0.5, "prompt_e", False)]
+    with pytest.raises(ConfigCompositionException):
+        _compose(["data=mixture", "data.mixture=[{name: a, root: /x, wieght: 2}]"])

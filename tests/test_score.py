@@ -66,8 +66,10 @@ def test_anah_scoring(tmp_path):
     src = "奥马尔·海亚姆是波斯数学家、天文学家和诗人。他生于1048年。"
     base = {"task": "qa", "source": src, "response": "句子", "question": "谁?"}
     gold = [
-        {**base, "id": "a", "language": "zh", "type": "none", "reference": ["奥马尔·海亚姆是波斯数学家"]},
-        {**base, "id": "b", "language": "zh", "type": "contradictory", "reference": ["他生于1048年。"]},
+        {**base, "id": "a", "language": "zh", "type": "none", "reference": ["奥马尔·海亚姆是波斯数学家"],
+         "meta": {"test_group": "unseen_topic"}},
+        {**base, "id": "b", "language": "zh", "type": "contradictory", "reference": ["他生于1048年。"],
+         "meta": {"test_group": "unseen_question"}},
         {**base, "id": "c", "language": "en", "type": "no_fact", "source": "Omar Khayyam was a poet."},
         {**base, "id": "d", "language": "en", "type": "unverifiable", "source": "Omar Khayyam was a poet.",
          "reference": ["Omar Khayyam was a poet."]},
@@ -80,6 +82,9 @@ def test_anah_scoring(tmp_path):
     assert m["acc"] == 0.75 and m["by_language"]["zh"]["acc"] == 1.0 and m["by_language"]["en"]["acc"] == 0.5
     assert m["pre4"] < 1.0 and m["by_language"]["zh"]["rougeL"] < 1.0
     assert 0 < m["f1_weighted"] <= 1
+    assert sorted(m["by_test_group"]) == ["unseen_question", "unseen_topic"]
+    assert m["by_test_group"]["unseen_topic"]["n"] == 1
+    assert "| unseen topic | 1 |" in (tmp_path / "o" / "report.md").read_text()
     rows = [json.loads(x) for x in (tmp_path / "o" / "predictions.parsed.jsonl").read_text().splitlines()]
     assert rows[0]["rougeL"] == 1.0 and rows[0]["pre4"] == 1.0
 

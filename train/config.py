@@ -54,9 +54,19 @@ class CorpusConfig:
 
 
 @dataclass
+class MixtureSource:
+    name: str = MISSING
+    root: str = MISSING                   # a records directory: train.jsonl (+ val.jsonl, test.jsonl)
+    weight: float = 1.0                   # multiplies the source's training records (0.5: half, 2: twice)
+    template: Optional[str] = None        # prompt template of this source's records (default task.template)
+    evaluate: bool = True                 # its val/test records join the evaluation
+
+
+@dataclass
 class DataConfig:
-    source: str = "embedded"              # embedded | anah_embedded | records | longnovel_released
+    source: str = "embedded"              # embedded | anah_embedded | records | longnovel_released | mixture
     root: Optional[str] = None            # records: dir with train.jsonl/test.jsonl; released: dir of files
+    mixture: List[MixtureSource] = field(default_factory=list)
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     bucket_budgets: Dict[str, int] = field(default_factory=lambda: {
         "S": 2048, "M": 16384, "L": 32768, "XL": 65536, "XXL": 102400})

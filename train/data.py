@@ -29,8 +29,14 @@ def check_run_config(cfg: DictConfig) -> None:
     if cfg.data.source in ("records", "longnovel_released"):
         if not cfg.data.root or not Path(cfg.data.root).is_dir():
             raise DataError(f"data.source={cfg.data.source} needs data.root=<a directory>, found {cfg.data.root!r}")
+    elif cfg.data.source == "mixture":
+        if not cfg.data.mixture:
+            raise DataError("data.source=mixture needs data.mixture: a list of {name, root, weight}")
+        for i, src in enumerate(cfg.data.mixture):
+            if not Path(src.root).is_dir():
+                raise DataError(f"data.mixture[{i}] ({src.name}): root {src.root!r} is not a directory")
     elif cfg.data.source not in ("embedded", "anah_embedded"):
-        raise DataError("data.source: expected embedded | anah_embedded | records | longnovel_released, "
+        raise DataError("data.source: expected embedded | anah_embedded | records | longnovel_released | mixture, "
                         f"found {cfg.data.source!r}")
 
 

@@ -1,0 +1,99 @@
+"""Importer for FaithBench (vectara/FaithBench, `data_for_release/batch_<k>.json`).
+
+A batch is `{"samples": [...]}` (or a bare list); a sample has `sample_id`, `source`, `summary`,
+`annotations` (span annotations by several annotators, each with a list of `label`s such as
+`Unwanted`, `Unwanted.Intrinsic`, `Unwanted.Extrinsic`, `Questionable`, `Benign`) and
+`metadata` (or flat `meta_*` keys). The sample label follows the benchmark's own binarisation:
+pool the labels of all annotations by severity (worst by default) and call the sample
+hallucinated when the pooled label is in `hallucinated` (default: Questionable and Unwanted).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from data_builders.schema import RecordError, validate_record
+
+SEVERITY = {"Benign": 1, "Questionable": 2, "Unwanted": 3}
+DEFAULT_HALLUCINATED = ("Questionable", "Unwanted")
+POOLING = ("worst", "best", "majority")
+
+
+def _label_class(label: str) -> str | None:
+    """'Unwanted.Intrinsic' -> 'Unwanted'; also accepts the released typo 'Unwanted.Instrinsic'."""
+    head = label.split(".")[0].strip()
+    return head if head in SEVERITY else None
+
+
+def pooled_label(labels: list[str], pooling: str = "worst") -> str | None:
+    """The sample-level class, or None when nobody annotated a span (consistent)."""
+    if not labels:
+        return None
+    severities = [SEVERITY[_label_class(x)] for x in labels]
+    if pooling == "worst":
+        chosen = max(severities)
+    elif pooling == "best":
+        chosen = min(severities)
+    else:
+        chosen = max(set(severities), key=lambda s: (severities.count(s), s))
+    return next(name for name, s in SEVERITY.items() if s == chosen)
+
+
+def _samples(path: Path) -> list:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise RecordError(f"malformed JSON ({e.msg} at line {e.lineno})", str(path), e.lineno) from None
+    samples = data.get("samples") if isinstance(data, dict) else data
+    if not isinstance(samples, list):
+        raise RecordError("expected a list of samples or an object with 'samples'", str(path), None, "samples")
+    return samples
+
+
+def _sample_labels(sample: dict, path: str, where: str) -> list[str]:
+    labels = []
+    for a in sample.get("annotations") or []:
+        for label in a.get("label") or []:
+            if not isinstance(label, str) or _label_class(label) is None:
+                raise RecordError(f"{where}: expected labels in {sorted(SEVERITY)} (optionally '.Intrinsic' / "
+                                  f"'.Extrinsic'), found {label!r}", path, None, "annotations.label")
+            labels.append(label)
+    return labels
+
+
+def _faithfulness(labels: list[str], hallucinated: bool) -> list[str]:
+    if not hallucinated:
+        return ["faithful"]
+    subtypes = [x.split(".", 1)[1].lower() for x in labels if "." in x]
+    kinds = {"intrinsic" if s.startswith("in") else "extrinsic" for s in subtypes}   # 'Instrinsic' typo too
+    return sorted(kinds)
+
+
+def import_faithbench(path: str | Path, pooling: str = "worst",
+                      hallucinated: tuple[str, ...] = DEFAULT_HALLUCINATED) -> list[dict]:
+    if pooling not in POOLING:
+        raise ValueError(f"FaithBench pooling: expected one of {list(POOLING)}, found {pooling!r}")
+    bad = [h for h in hallucinated if h not in SEVERITY]
+    if bad:
+        raise ValueError(f"FaithBench hallucinated classes: expected values in {sorted(SEVERITY)}, found {bad}")
+    path, records = Path(path), []
+    for i, sample in enumerate(_samples(path)):
+        where = f"sample {i}"
+        for name in ("sample_id", "source", "summary"):
+            if not isinstance(sample, dict) or name not in sample:
+                raise RecordError(f"{where}: missing required field", str(path), None, name)
+        labels = _sample_labels(sample, str(path), where)
+        pooled = pooled_label(labels, pooling)
+        label = int(pooled in hallucinated)
+        meta = sample.get("metadata") or {k[5:]: v for k, v in sample.items() if k.startswith("meta_")}
+        spans = [{k: a.get(k) for k in ("summary_span", "summary_start", "summary_end", "label", "note")}
+                 for a in sample.get("annotations") or []]
+        flagged = sorted({s["summary_span"] for s in spans if s["summary_span"]}) if label else []
+        rec = {"id": f"faithbench-{path.stem}-{sample['sample_id']}", "task": "summarization", "language": "en",
+               "source": sample["source"], "response": sample["summary"].strip(), "label": label,
+               "faithfulness_labels": _faithfulness(labels, bool(label)),
+               "hallucinated_sentences": flagged,
+               "meta": {"pooled_label": pooled or "Consistent", "spans": spans,
+                        "summarizer": meta.get("summarizer") or meta.get("model"), "batch": path.stem}}
+        records.append(validate_record(rec, str(path), None))
+    return records
