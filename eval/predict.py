@@ -7,7 +7,7 @@ from tqdm import tqdm
 
 from data_builders.collate import prompt_ids
 from data_builders.sources import in_bucket
-from eval.generate import classifier_probs, greedy_generate
+from eval.generate import greedy_batch, head_probs_batch, length_batches
 
 
 def _capped(pool: list[dict], cap: int) -> list[dict]:
@@ -27,19 +27,25 @@ def select_eval_records(records: list[dict], buckets: list[str], cap: int | None
 
 
 def predict_records(model, tokenizer, records: list[dict], kind: str, template: str, max_new_tokens: int,
-                    progress: bool = False, on_result: Callable[[dict], None] | None = None) -> list[dict]:
+                    progress: bool = False, on_result: Callable[[dict], None] | None = None,
+                    batch_size: int = 1) -> list[dict]:
     """One prediction row per record ({'id', 'output'} or {'id', 'probs'}), in record order.
 
-    `on_result` sees each row as soon as it exists (to write predictions as they come).
+    Prompts are batched by length; `on_result` sees each row as soon as its batch is done
+    (to write predictions as they come).
     """
-    rows = []
-    for rec in tqdm(records, desc="predict", disable=not progress, dynamic_ncols=True):
-        ids = [prompt_ids(rec, tokenizer, template)]
-        if kind == "discriminative":
-            row = {"id": rec["id"], "probs": classifier_probs(model, ids)[0]}
-        else:
-            row = {"id": rec["id"], "output": greedy_generate(model, tokenizer, ids, max_new_tokens)[0]}
-        rows.append(row)
-        if on_result is not None:
-            on_result(row)
-    return rows
+    prompts = [prompt_ids(rec, tokenizer, template) for rec in records]
+    rows: dict[int, dict] = {}
+    with tqdm(total=len(records), desc="predict", disable=not progress, dynamic_ncols=True) as bar:
+        for batch in length_batches(prompts, batch_size):
+            chunk = [prompts[i] for i in batch]
+            if kind == "discriminative":
+                results = [{"probs": p} for p in head_probs_batch(model, chunk)]
+            else:
+                results = [{"output": o} for o in greedy_batch(model, tokenizer, chunk, max_new_tokens)]
+            for i, res in zip(batch, results):
+                rows[i] = {"id": records[i]["id"], **res}
+                if on_result is not None:
+                    on_result(rows[i])
+            bar.update(len(batch))
+    return [rows[i] for i in range(len(records))]

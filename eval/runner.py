@@ -55,7 +55,7 @@ def run_eval(cfg: DictConfig) -> dict:
                 f.flush()
 
             predict_records(model, tokenizer, todo, cfg.task.kind, cfg.task.template, cfg.eval.max_new_tokens,
-                            progress=True, on_result=write)
+                            progress=True, on_result=write, batch_size=cfg.eval.batch_size)
     metrics = score_files(cfg.task.scorer, out / "gold.jsonl", preds_path, out / "scores")
     print(report_text(out / "scores"), end="")
     return metrics

@@ -140,6 +140,7 @@ class EvalConfig:
     buckets: List[str] = field(default_factory=lambda: ["S", "M", "L"])
     max_per_bucket: Optional[int] = None  # cap per bucket, taken balanced from hallucinated and faithful
     max_new_tokens: int = 256
+    batch_size: int = 8                   # prompts decoded (or classified) together, grouped by length
 
 
 @dataclass

@@ -28,7 +28,7 @@ class _Predictor:
         cfg, info = self.cfg, self.info
         mine = predict_records(self.model, self.tokenizer, records[info.rank::info.world_size], cfg.task.kind,
                                cfg.task.template, cfg.eval.max_new_tokens,
-                               progress=cfg.trainer.progress and info.is_main)
+                               progress=cfg.trainer.progress and info.is_main, batch_size=cfg.eval.batch_size)
         return {p["id"]: p for part in all_gather_objects(mine) for p in part}
 
 
