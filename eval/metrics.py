@@ -5,7 +5,7 @@ unparseable output counts as wrong, i.e. as the opposite of its gold label.
 """
 from __future__ import annotations
 
-import re
+from collections import Counter
 
 from sklearn.metrics import f1_score, matthews_corrcoef, precision_score, recall_score
 
@@ -51,36 +51,43 @@ def binary_classification(gold: list[int], pred: list[int | None]) -> dict:
     }
 
 
-_WORD = re.compile(r"\w+", re.U)
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+def _ngrams(units: list[str], n: int) -> Counter:
+    return Counter(tuple(units[i:i + n]) for i in range(len(units) - n + 1))
 
 
-def text_units(text: str) -> list[str]:
-    """Characters for Chinese (and other CJK) text, lower-cased words otherwise."""
-    if _CJK.search(text):
-        return [c for c in text if not c.isspace() and c not in "，。！？；：、“”‘’（）《》,.!?;:\"'()"]
-    return [w.lower() for w in _WORD.findall(text)]
+def anah_ngram_precision(candidate: str, source: str, language: str, n: int = 4) -> float:
+    """ANAH's n-gram precision of predicted reference fragments against the document shown
+    (its released eval code): lower-cased characters for Chinese, whitespace tokens for
+    English; the clipped overlap is divided by the number of *distinct* candidate n-grams."""
+    def units(t: str) -> list[str]:
+        return list(t.lower()) if language == "zh" else t.lower().split()
+
+    cand = _ngrams(units(candidate), n)
+    common = cand & _ngrams(units(source), n)
+    return sum(common.values()) / len(cand) if common else 0.0
 
 
-def ngram_precision(candidate: str, source: str, n: int = 4) -> float | None:
-    """Share of the candidate's n-grams that occur in the source (None when it has none)."""
-    cand, src = text_units(candidate), text_units(source)
-    grams = [tuple(cand[i:i + n]) for i in range(len(cand) - n + 1)]
-    if not grams:
-        return None
-    have = {tuple(src[i:i + n]) for i in range(len(src) - n + 1)}
-    return sum(g in have for g in grams) / len(grams)
+def rouge_tokens(text: str, language: str) -> list[str]:
+    """jieba words for Chinese; rouge-score's own tokenisation (lower-cased alphanumerics) otherwise."""
+    if language == "zh":
+        import jieba
+
+        jieba.setLogLevel(60)
+        return [w for w in jieba.lcut(text) if w.strip()]
+    from rouge_score import tokenize
+
+    return tokenize.tokenize(text, None)
 
 
-def rouge_l(candidate: str, reference: str) -> float:
-    """ROUGE-L F1 on `text_units` (characters for Chinese), via the rouge-score package."""
+def rouge_l(candidate: str, reference: str, language: str) -> float:
+    """ROUGE-L F1 via the rouge-score package, on `rouge_tokens`."""
     from rouge_score import rouge_scorer
 
-    class _Units:
+    class _Tokens:
         def tokenize(self, text):
-            return text_units(text)
+            return rouge_tokens(text, language)
 
-    scorer = rouge_scorer.RougeScorer(["rougeL"], tokenizer=_Units())
+    scorer = rouge_scorer.RougeScorer(["rougeL"], tokenizer=_Tokens())
     return scorer.score(reference, candidate)["rougeL"].fmeasure
 
 

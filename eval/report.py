@@ -43,12 +43,15 @@ def binary_markdown(m: dict) -> list[str]:
 
 
 def anah_markdown(m: dict) -> list[str]:
-    lines = ["| split | n | Acc. | F1 (weighted) | RougeL | Pre4 | parse failures |", "|---|---|---|---|---|---|---|"]
+    lines = ["| split | n | Acc. | F1 (weighted) | RougeL | BERTScore | Pre4 | parse failures |",
+             "|---|---|---|---|---|---|---|---|"]
     groups = [(f"unseen {g.split('_')[1]}", v) for g, v in m.get("by_test_group", {}).items()]
     for name, s in [*m["by_language"].items(), *groups, ("all", m)]:
         lines.append(f"| {name} | {s['n']} | {_pct(s['acc'])} | {_pct(s['f1_weighted'])} | {_pct(s['rougeL'])} | "
-                     f"{_pct(s['pre4'])} | {s['parse_failures']} |")
-    return lines + ["", "RougeL and 4-gram precision use characters for Chinese and words for English."]
+                     f"{_pct(s.get('bertscore_f1'))} | {_pct(s['pre4'])} | {s['parse_failures']} |")
+    return lines + ["", "RougeL and BERTScore compare the generated annotation with the gold annotation text (jieba "
+                    "words for Chinese); Pre4 is ANAH's 4-gram precision of the predicted reference fragments against "
+                    "the document shown (characters for Chinese, words for English)."]
 
 
 def _type_recall(rows: list[dict], htype: str, bucket: str) -> float | None:
@@ -87,6 +90,11 @@ def write_eval(out_dir: Path, task: str, metrics: dict, rows: list[dict], plot: 
     if plot:
         lines += ["", *[f"![{p}]({p})" for p in _plots(task, metrics, rows, out_dir)]]
     (out_dir / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The rows of a predictions.parsed.jsonl written by `write_eval`."""
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def report_text(out_dir: Path) -> str:

@@ -9,14 +9,22 @@ output_dir continues where it stopped. Scores go to DIR/scores/.
 import hydra
 from omegaconf import DictConfig
 
-import train.config  # noqa: F401  (registers the structured schemas of the experiment configs)
+import train.config  # noqa: F401  (registers the structured schemas; this entry point also uses train.tracking)
 
 
 @hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    from eval.runner import run_eval
+    from pathlib import Path
 
-    run_eval(cfg)
+    from eval.report import read_rows
+    from eval.runner import run_eval
+    from train.config import to_container
+    from train.tracking import Tracker
+
+    metrics = run_eval(cfg)
+    tracker = Tracker(cfg, to_container(cfg), cfg.output_dir, enabled=True, job_type="eval")
+    tracker.log_eval(cfg.task.scorer, metrics, read_rows(Path(cfg.output_dir) / "scores" / "predictions.parsed.jsonl"))
+    tracker.finish()
 
 
 if __name__ == "__main__":

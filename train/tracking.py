@@ -7,8 +7,24 @@ import warnings
 from omegaconf import DictConfig
 
 
+def model_short_name(cfg: DictConfig) -> str:
+    """'qwen3-tiny' for embedded:qwen3-tiny, the last path component for a local model."""
+    path = str(cfg.model.get("name_or_path") or "model").rstrip("/")
+    return path.split(":")[-1].split("/")[-1]
+
+
+def run_identity(cfg: DictConfig, run_dir, job_type: str) -> dict:
+    """Deterministic W&B name, group and tags: experiment / model / run directory, grouped by
+    experiment and model, tagged with the parallel, ZeRO and sequence-length settings."""
+    model = model_short_name(cfg)
+    tags = [*cfg.logger.tags, f"sp{cfg.parallel.sp_size}", f"zero{cfg.deepspeed.zero_stage}",
+            "len-" + "-".join(str(s.max_seq_len) for s in cfg.curriculum.stages), f"task-{cfg.task.name}"]
+    return {"name": f"{cfg.exp_name}/{model}/{os.path.basename(str(run_dir).rstrip('/'))}",
+            "group": cfg.logger.group or f"{cfg.exp_name}/{model}", "tags": tags, "job_type": job_type}
+
+
 class Tracker:
-    def __init__(self, cfg: DictConfig, config: dict, run_dir, enabled: bool):
+    def __init__(self, cfg: DictConfig, config: dict, run_dir, enabled: bool, job_type: str = "train"):
         self.run = None
         if not (enabled and cfg.logger.wandb):
             return
@@ -18,11 +34,9 @@ class Tracker:
         try:
             import wandb
 
-            self.run = wandb.init(
-                project=cfg.logger.project, entity=cfg.logger.entity, mode=mode,
-                name=f"{cfg.exp_name}-{os.path.basename(str(run_dir))}",
-                group=cfg.logger.group or cfg.exp_name, tags=list(cfg.logger.tags),
-                config=config, dir=str(run_dir), settings=wandb.Settings(silent=True))
+            self.run = wandb.init(project=cfg.logger.project, entity=cfg.logger.entity, mode=mode, config=config,
+                                  dir=str(run_dir), settings=wandb.Settings(silent=True),
+                                  **run_identity(cfg, run_dir, job_type))
         except Exception as e:  # noqa: BLE001 - tracking must never stop training
             self._disable(e)
 
@@ -35,6 +49,23 @@ class Tracker:
             return
         try:
             self.run.log(metrics, step=step)
+        except Exception as e:  # noqa: BLE001
+            self._disable(e)
+
+    def log_eval(self, task: str, metrics: dict, rows: list[dict], prefix: str = "eval",
+                 step: int | None = None) -> None:
+        """Scalar metrics, per-bucket / per-type tables and the predictions table of a scored run."""
+        if self.run is None:
+            return
+        from eval.tables import scalars, tables
+
+        try:
+            import wandb
+
+            logged = {f"{prefix}/{name}": wandb.Table(columns=cols, data=data)
+                      for name, (cols, data) in tables(task, metrics, rows).items()}
+            self.run.log({**scalars(metrics, prefix), **logged}, step=step)
+            self.run.summary.update(scalars(metrics, prefix))
         except Exception as e:  # noqa: BLE001
             self._disable(e)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
+from eval.report import read_rows
 from models.builders import load_tokenizer, resolve_model_path
 from train.checkpoint import ResumePoint, find_resume_point, mark_stage_done, stage_dir, stage_weights
 from train.config import to_container
@@ -61,7 +62,7 @@ def train(cfg: DictConfig, info: DistInfo) -> dict | None:
             final = stage_weights(run_dir, len(stages), names, base)
             metrics = evaluate_export(cfg, final, records, run_dir, info)
             if metrics is not None:
-                tracker.summary({"eval": metrics})
+                tracker.log_eval(cfg.task.scorer, metrics, read_rows(run_dir / "eval" / "predictions.parsed.jsonl"))
                 print((run_dir / "eval" / "report.md").read_text(encoding="utf-8"), flush=True)
         return metrics
     finally:
