@@ -181,6 +181,27 @@ class EvalConfig:
 
 
 @dataclass
+class SlurmConfig:
+    """`python slurm/submit.py`: the sbatch side of a run. Everything about the run itself stays in
+    the experiment's own keys (output_dir, parallel, ...), never as an sbatch flag."""
+    mode: str = "train"                   # train (torchrun on every node) | eval (job array)
+    nodes: int = 1
+    gpus_per_node: int = 8                # GPUs asked for, and torchrun processes per node; 0: a CPU job
+    procs_per_node: Optional[int] = None  # CPU jobs: processes per node (default 1)
+    cpus_per_task: int = 16               # CPUs of the one task per node (torchrun and its workers)
+    mem: Optional[str] = None             # e.g. 500G; None: the partition's default
+    time: str = "24:00:00"
+    partition: Optional[str] = None
+    account: Optional[str] = None
+    qos: Optional[str] = None
+    signal_seconds: int = 300             # warn this long before the limit: checkpoint and requeue
+    rdzv_port: int = 29500                # c10d rendezvous port on the first node
+    setup: List[str] = field(default_factory=list)        # shell lines first (module load, conda activate)
+    checkpoints: List[str] = field(default_factory=list)  # eval: one array task per checkpoint x bucket
+    dry_run: bool = False                 # print the script instead of submitting it
+
+
+@dataclass
 class SFTConfig:
     exp_name: str = "sft"
     output_dir: str = "outputs/${exp_name}/${now:%Y-%m-%d_%H-%M-%S}"
@@ -196,6 +217,7 @@ class SFTConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
 
 
 def register_configs() -> None:

@@ -15,6 +15,7 @@ from train.checkpoint import save_state
 from train.data import StagePlan
 from train.distributed import DistInfo, all_reduce_sum
 from train.loss import backward_scale, classifier_loss_sum, token_loss_sum
+from train.preemption import mark_preempted, stop_requested
 from train.run_dir import TrainLog
 from train.tracking import Tracker
 
@@ -119,9 +120,12 @@ def run_stage(engine, samples: list[dict], plan: StagePlan, ctx: StageContext,
             bar.update(1)
             bar.set_postfix(loss=f"{out['loss']:.4f}", tok_s=f"{row['tokens_per_s']:.0f}")
             last = step + 1 == plan.total_steps
-            stop = ctx.stop_at_step is not None and global_step >= ctx.stop_at_step
+            preempt = stop_requested(ctx.run_dir)
+            stop = preempt or (ctx.stop_at_step is not None and global_step >= ctx.stop_at_step)
             if not last and (stop or (ctx.save_every and (step + 1) % ctx.save_every == 0)):
                 save_state(engine, ctx.run_dir, ctx.index, ctx.name, step + 1, global_step, ctx.info.is_main)
+            if preempt and not last:
+                mark_preempted(ctx.run_dir, ctx.name, global_step, ctx.info.is_main)
             if stop and not last:
                 return global_step, True
     finally:

@@ -18,6 +18,7 @@ from train.distributed import DistInfo, barrier
 from train.engine import build_engine, export_hf
 from train.final_eval import evaluate_export
 from train.loop import StageContext, run_stage
+from train.preemption import mark_preempted, stop_requested
 from train.run_dir import TrainLog, agree_on_output_dir
 from train.tracking import Tracker
 
@@ -95,6 +96,9 @@ def _run_one_stage(cfg, info, run_dir, index, stage, names, base, tokenizer, tra
             _write_stage_summary(run_dir, index, stage.name, skipped, plan.total_steps)
         barrier()
         stopped = cfg.trainer.stop_at_step is not None and global_step >= cfg.trainer.stop_at_step
+        if stop_requested(run_dir) and index + 1 < len(names):    # between stages: the stage export is the checkpoint
+            mark_preempted(run_dir, stage.name, global_step, info.is_main)
+            stopped = True
     engine.destroy()
     del engine
     gc.collect()

@@ -1,0 +1,99 @@
+"""sbatch scripts rendered from a composed experiment config (pure functions; no SLURM needed)."""
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from importlib import resources
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from models.sequence_parallel import SPMesh
+
+
+def _template(name: str) -> str:
+    return resources.files("slurm.templates").joinpath(f"{name}.sbatch").read_text(encoding="utf-8")
+
+
+def job_overrides(task_overrides: list[str], drop: tuple[str, ...] = ()) -> list[str]:
+    """The user's command-line overrides without the `slurm.*` ones and without keys the script sets."""
+    keep = []
+    for o in task_overrides:
+        key = o.lstrip("+~").split("=", 1)[0]
+        if key == "slurm" or key.startswith("slurm.") or key in drop:
+            continue
+        keep.append(o)
+    return keep
+
+
+def procs_per_node(s: DictConfig) -> int:
+    return s.gpus_per_node if s.gpus_per_node > 0 else (s.procs_per_node or 1)
+
+
+def sbatch_lines(cfg: DictConfig, job_name: str, log_dir: Path, array: int | None = None) -> list[str]:
+    s = cfg.slurm
+    lines = [f"--job-name={job_name}", f"--nodes={s.nodes}", "--ntasks-per-node=1",
+             f"--cpus-per-task={s.cpus_per_task}", f"--time={s.time}", f"--output={log_dir}/%x-%A_%a.out"
+             if array is not None else f"--output={log_dir}/%x-%j.out", "--open-mode=append"]
+    if s.gpus_per_node > 0:
+        lines.append(f"--gpus-per-node={s.gpus_per_node}")
+    for flag in ("mem", "partition", "account", "qos"):
+        if s[flag]:
+            lines.append(f"--{flag}={s[flag]}")
+    if array is None:
+        lines += ["--requeue", f"--signal=B:USR1@{s.signal_seconds}"]
+    else:
+        lines.append(f"--array=0-{array - 1}")
+    return [f"#SBATCH {line}" for line in lines]
+
+
+def _fill(text: str, values: dict[str, str]) -> str:
+    out = re.sub(r"@@([A-Z_]+)@@", lambda m: values[m.group(1)], text)
+    return out
+
+
+def _common(cfg: DictConfig, repo: Path) -> dict[str, str]:
+    s = cfg.slurm
+    return {"REPO": shlex.quote(str(repo)), "PYTHON": shlex.quote(sys.executable),
+            "SETUP": "\n".join(s.setup), "CPUS": str(s.cpus_per_task),
+            "THREADS": str(max(1, s.cpus_per_task // procs_per_node(s)))}
+
+
+def train_script(cfg: DictConfig, overrides: list[str], repo: Path, log_dir: Path) -> str:
+    """The training job: fixed output_dir (so a requeued job finds its checkpoints) and resume=auto."""
+    s = cfg.slurm
+    SPMesh(s.nodes * procs_per_node(s), cfg.parallel.sp_size)     # world size divisible by sp_size
+    run_dir = Path(cfg.output_dir).resolve()
+    args = [*job_overrides(overrides, ("output_dir", "resume")), f"output_dir={run_dir}", "resume=auto"]
+    return _fill(_template("train"), {
+        **_common(cfg, repo), "SBATCH": "\n".join(sbatch_lines(cfg, cfg.exp_name, log_dir)),
+        "RUN_DIR": shlex.quote(str(run_dir)), "PORT": str(s.rdzv_port), "PROCS": str(procs_per_node(s)),
+        "OVERRIDES": " ".join(shlex.quote(a) for a in args)})
+
+
+def checkpoint_name(path: str) -> str:
+    """A directory name for a checkpoint: its last two path parts, e.g. 'sft_32k-hf' or 'qwen3-tiny'."""
+    parts = [p for p in re.split(r"[/:]", path.rstrip("/")) if p]
+    return "-".join(parts[-2:]) if len(parts) > 1 else parts[-1]
+
+
+def eval_script(cfg: DictConfig, overrides: list[str], repo: Path, log_dir: Path) -> tuple[str, int]:
+    """The evaluation sweep: an array over slurm.checkpoints x eval.buckets."""
+    s = cfg.slurm
+    if not s.checkpoints:
+        raise ValueError("slurm.mode=eval needs slurm.checkpoints=[PATH, ...] (one array task per checkpoint x "
+                         "eval.buckets)")
+    buckets = list(cfg.eval.buckets)
+    names = [checkpoint_name(c) for c in s.checkpoints]
+    if len(set(names)) != len(names):
+        raise ValueError(f"slurm.checkpoints: names {names} collide; give checkpoints with distinct last path parts")
+    n = len(s.checkpoints) * len(buckets)
+    args = job_overrides(overrides, ("output_dir", "checkpoint", "eval.buckets"))
+    script = _fill(_template("eval"), {
+        **_common(cfg, repo), "SBATCH": "\n".join(sbatch_lines(cfg, f"{cfg.exp_name}-eval", log_dir, array=n)),
+        "CHECKPOINTS": " ".join(shlex.quote(str(c)) for c in s.checkpoints),
+        "NAMES": " ".join(shlex.quote(x) for x in names), "BUCKETS": " ".join(shlex.quote(b) for b in buckets),
+        "SWEEP_DIR": shlex.quote(str(Path(cfg.output_dir).resolve())),
+        "OVERRIDES": " ".join(shlex.quote(a) for a in args)})
+    return script, n

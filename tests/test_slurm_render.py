@@ -1,0 +1,61 @@
+"""sbatch scripts rendered from the experiment config (no cluster needed)."""
+import subprocess
+import sys
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+import train.config  # noqa: F401
+from slurm.render import checkpoint_name, eval_script, job_overrides, train_script
+from tests.conftest import REPO
+
+
+def _cfg(overrides):
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
+        return compose("sft", overrides=overrides)
+
+
+def test_job_overrides_drop_slurm_and_script_keys():
+    kept = job_overrides(["+exp=x", "slurm.nodes=2", "+slurm.qos=hi", "output_dir=/a", "optim.lr=1e-5"],
+                         ("output_dir",))
+    assert kept == ["+exp=x", "optim.lr=1e-5"]
+
+
+def test_train_script_multi_node(tmp_path):
+    ov = ["+exp=longnovel_curriculum", "model.name_or_path=/models/q", "slurm.nodes=2", "slurm.gpus_per_node=8",
+          "slurm.partition=gpu", "slurm.account=lab", f"output_dir={tmp_path}", "parallel=sp4"]
+    script = train_script(_cfg(ov), ov, REPO, tmp_path / "logs")
+    for line in ("#SBATCH --nodes=2", "#SBATCH --gpus-per-node=8", "#SBATCH --partition=gpu",
+                 "#SBATCH --account=lab", "#SBATCH --signal=B:USR1@300", "#SBATCH --requeue",
+                 '--nnodes "$SLURM_NNODES" --nproc_per_node 8', '--rdzv_endpoint "$HEAD_NODE:29500"'):
+        assert line in script, line
+    job = script.split("train/sft.py", 1)[1].split("&", 1)[0]
+    assert "slurm." not in job and f"output_dir={tmp_path}" in job and "resume=auto" in job and "parallel=sp4" in job
+    assert "--mem" not in script and "--qos" not in script
+
+
+def test_world_size_must_divide_by_sp(tmp_path):
+    ov = ["+exp=longnovel_curriculum", "slurm.nodes=1", "slurm.gpus_per_node=2", "parallel=sp4"]
+    with pytest.raises(ValueError, match="sp_size"):
+        train_script(_cfg(ov), ov, REPO, tmp_path)
+
+
+def test_eval_array_covers_checkpoints_times_buckets(tmp_path):
+    ov = ["+exp=longnovel_curriculum", "slurm.mode=eval", "slurm.checkpoints=[/r/checkpoints/3-sft/hf,/models/q]",
+          "eval.buckets=[S,M,L]", f"output_dir={tmp_path}", "eval.max_new_tokens=64"]
+    script, n = eval_script(_cfg(ov), ov, REPO, tmp_path)
+    assert n == 6 and "#SBATCH --array=0-5" in script and "--signal" not in script
+    assert "NAMES=(3-sft-hf models-q)" in script and "BUCKETS=(S M L)" in script
+    assert "eval.max_new_tokens=64" in script and "eval.buckets=[S,M,L]" not in script
+    assert checkpoint_name("embedded:qwen3-tiny") == "embedded-qwen3-tiny"
+    with pytest.raises(ValueError, match="slurm.checkpoints"):
+        eval_script(_cfg(["slurm.mode=eval"]), [], REPO, tmp_path)
+
+
+def test_dry_run_prints_and_submits_nothing(tmp_path):
+    done = subprocess.run([sys.executable, "slurm/submit.py", "+exp=longnovel_curriculum_demo", "slurm.dry_run=true",
+                           "slurm.gpus_per_node=0", "slurm.procs_per_node=2", f"output_dir={tmp_path}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("#!/bin/bash") and "--gpus-per-node" not in done.stdout
+    assert not (tmp_path / "slurm").exists()

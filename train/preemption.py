@@ -1,0 +1,25 @@
+"""Graceful stops before a job's time limit (SLURM `--signal`): the batch script touches
+`<run_dir>/PREEMPT`; the trainer sees it at the next step end on every rank (one collective,
+so all ranks agree), saves a checkpoint, writes `preempted.json` and exits; the script then
+requeues the job, which resumes with `resume=auto`."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from train.distributed import all_reduce_sum
+
+STOP_FILE = "PREEMPT"
+MARK_FILE = "preempted.json"
+
+
+def stop_requested(run_dir: Path) -> bool:
+    """True on every rank when any rank sees the stop file."""
+    return all_reduce_sum([float((Path(run_dir) / STOP_FILE).exists())])[0] > 0
+
+
+def mark_preempted(run_dir: Path, stage: str, global_step: int, is_main: bool) -> None:
+    if is_main:
+        (Path(run_dir) / MARK_FILE).write_text(json.dumps({"stage": stage, "global_step": global_step}))
+        print(f"stop requested: checkpoint saved at stage {stage!r} global step {global_step}; exiting for requeue",
+              flush=True)
