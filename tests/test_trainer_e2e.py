@@ -176,3 +176,17 @@ def test_eval_run_scores_a_checkpoint_and_resumes(uninterrupted, tmp_path):
     assert "4 records, 3 predicted already, 1 to go" in second.stdout
     assert (tmp_path / "predictions.jsonl").read_text().splitlines() == preds        # greedy: same output
     assert json.loads((tmp_path / "scores" / "metrics.json").read_text()) == metrics
+
+
+def test_compare_two_runs_offline(uninterrupted, tmp_path):
+    other = tmp_path / "run_lr"
+    _ok(torchrun(2, TINY + [f"output_dir={other}", "optim.lr=1e-4"]))
+    out = tmp_path / "cmp"
+    proc = subprocess.run([sys.executable, str(REPO / "eval" / "compare.py"), str(uninterrupted), str(other),
+                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    table = (out / "comparison.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| longnovel_curriculum_demo@")]
+    assert len(rows) == 2 * 3                                  # 2 runs x (S, M, overall)
+    assert "| `optim.lr` |" in table and "output_dir" not in table
+    assert (out / "loss.png").stat().st_size > 1000 and (out / "buckets.png").stat().st_size > 1000
