@@ -57,6 +57,12 @@ def prepare_records(cfg: DictConfig, tokenizer, run_dir: Path, info: DistInfo) -
     if info.is_main and not (data_dir / "test.jsonl").exists():
         records, report = build_records(cfg, tokenizer)
         records = {k: v for k, v in records.items() if v}
+        if "train" not in records or "test" not in records:
+            counts = {s: len(records.get(s, [])) for s in ("train", "test")}
+            raise DataError(f"data.source={cfg.data.source}: the build produced {counts} records for buckets "
+                            f"{needed_buckets(cfg)}; the corpus is too small for these buckets (see data.corpus, "
+                            f"data.bucket_budgets)\n{report}")
+        data_dir.mkdir(parents=True, exist_ok=True)
         for split, rows in records.items():
             write_jsonl(data_dir / f"{split}.jsonl.tmp", rows)
         (data_dir / "build_report.txt").write_text(report + "\n", encoding="utf-8")

@@ -1,0 +1,135 @@
+"""Faults on CPU: a rank killed mid-run, an interrupted checkpoint write, a non-finite loss, and
+config / data errors; none of them may hang a job or lose the last good checkpoint."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from tests.conftest import REPO, free_port, torchrun
+from train.checkpoint import find_resume_point, save_state, stage_dir
+from train.run_dir import read_train_log
+
+BASE = [
+    "+exp=longnovel_curriculum_demo", "parallel=none", "trainer.progress=false", "logger.wandb=false",
+    "data.corpus.n_books=4", "data.corpus.units_per_book=10", "data.corpus.unit_chars_min=250",
+    "data.corpus.unit_chars_max=350", "data.corpus.test_books=1", "data.bucket_budgets.M=4096",
+    "eval.enabled=false",
+]
+LONG_STAGE = ["curriculum.stages=[{name: s2k, bucket: S, max_seq_len: 2048, max_steps: 14}]", "trainer.save_every=2"]
+
+
+def _launch(overrides, tee: bool = False):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+           f"--master_port={free_port()}", *(["--tee=3"] if tee else []), str(REPO / "train" / "sft.py"), *overrides]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _worker(launcher: subprocess.Popen, rank: int) -> psutil.Process:
+    for child in psutil.Process(launcher.pid).children(recursive=True):
+        try:
+            if "sft.py" in " ".join(child.cmdline()) and child.environ().get("RANK") == str(rank):
+                return child
+        except psutil.NoSuchProcess:
+            continue
+    raise LookupError(f"no rank {rank} worker under torchrun {launcher.pid}")
+
+
+@pytest.mark.slow
+def test_killed_rank_ends_the_job_and_resume_continues(tmp_path):
+    out = tmp_path / "run"
+    job = _launch(BASE + LONG_STAGE + [f"output_dir={out}"])
+    log = out / "train_log.jsonl"
+    deadline = time.time() + 300
+    while not (log.exists() and len(log.read_text().splitlines()) >= 5):
+        assert job.poll() is None and time.time() < deadline, job.communicate()[1][-3000:]
+        time.sleep(0.2)
+    _worker(job, 1).send_signal(signal.SIGKILL)
+    killed_at = time.time()
+    _, err = job.communicate(timeout=180)
+    assert job.returncode != 0
+    assert time.time() - killed_at < 90, "the surviving rank hung after its peer died"
+    before = {r["step"]: r["loss"] for r in read_train_log(out)}
+    point = find_resume_point(out, ["s2k"])
+    assert point.step >= 4 and point.step % 2 == 0
+    again = torchrun(2, BASE + LONG_STAGE + [f"output_dir={out}", "resume=auto"])
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"resuming at stage 0 step {point.step}" in again.stdout
+    after = read_train_log(out)
+    assert [r["step"] for r in after] == list(range(1, 15))
+    for r in after:
+        if r["step"] in before:
+            assert r["loss"] == pytest.approx(before[r["step"]], rel=1e-5), r
+    assert (stage_dir(out, 0, "s2k") / "done.json").exists()
+
+
+class _CrashingEngine:
+    """Stands in for DeepSpeed only as the writer of shard files, to crash part-way through a write."""
+
+    def save_checkpoint(self, path, tag):
+        os.makedirs(os.path.join(path, tag), exist_ok=True)
+        with open(os.path.join(path, tag, "mp_rank_00_model_states.pt"), "wb") as f:
+            f.write(b"partial")
+        raise KeyboardInterrupt("killed while writing")
+
+
+def test_interrupted_checkpoint_write_keeps_the_previous_one(tmp_path):
+    good = stage_dir(tmp_path, 0, "s2k") / "step-000004"
+    (good / "state").mkdir(parents=True)
+    (good / "trainer_state.json").write_text(json.dumps({"stage_index": 0, "stage": "s2k", "step": 4,
+                                                          "global_step": 4}))
+    with pytest.raises(KeyboardInterrupt):
+        save_state(_CrashingEngine(), tmp_path, 0, "s2k", 6, 6, is_main=True)
+    assert (stage_dir(tmp_path, 0, "s2k") / "step-000006.tmp").exists()
+    assert not (stage_dir(tmp_path, 0, "s2k") / "step-000006").exists()
+    point = find_resume_point(tmp_path, ["s2k", "s4k"])
+    assert (point.stage_index, point.step, point.state_dir) == (0, 4, good)
+
+
+@pytest.mark.slow
+def test_non_finite_loss_stops_with_stage_and_step_and_keeps_the_checkpoint(tmp_path):
+    out = tmp_path / "run"
+    proc = torchrun(2, BASE + [f"output_dir={out}", "optim.lr=1e30", "trainer.save_every=1",
+                               "curriculum.stages=[{name: s2k, bucket: S, max_seq_len: 2048, max_steps: 6}]"],
+                    timeout=300)
+    assert proc.returncode != 0
+    found = [line for line in proc.stderr.splitlines() if line.strip().startswith("train.loop.NonFiniteError")]
+    assert found and "stage 's2k' step" in found[0], proc.stderr[-3000:]
+    bad_step = int(found[0].split("step ")[1].split(":")[0])
+    kept = sorted(p.name for p in stage_dir(out, 0, "s2k").glob("step-[0-9]*[0-9]"))
+    assert kept and kept[-1] == f"step-{bad_step - 1:06d}"
+    assert [r["step"] for r in read_train_log(out)] == list(range(1, bad_step))
+
+
+def test_config_error_before_any_process_group(tmp_path):
+    """WORLD_SIZE=2 with no second rank: joining a process group would wait for it; the error comes first."""
+    env = {**os.environ, "WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(free_port())}
+    start = time.time()
+    proc = subprocess.run([sys.executable, str(REPO / "train" / "sft.py"), *BASE, "parallel.sp_size=4",
+                           f"output_dir={tmp_path}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "sp_size" in proc.stderr and time.time() - start < 60
+
+
+@pytest.mark.slow
+def test_data_errors_end_the_job_without_a_waiting_rank(tmp_path):
+    """A build error on rank 0 (the others wait for its records) and a stage error on every rank."""
+    start = time.time()
+    empty = torchrun(2, BASE + [f"output_dir={tmp_path / 'a'}",
+                                "curriculum.stages=[{name: s32k, bucket: L, max_seq_len: 32768, max_steps: 2}]"],
+                     timeout=300)
+    assert empty.returncode != 0 and time.time() - start < 240
+    assert "the corpus is too small for these buckets" in empty.stderr, empty.stderr[-3000:]
+    start = time.time()
+    short = _launch(BASE + [f"output_dir={tmp_path / 'b'}",
+                            "curriculum.stages=[{name: m, bucket: M, max_seq_len: 1024, max_steps: 2}]"], tee=True)
+    out, err = short.communicate(timeout=300)
+    assert short.returncode != 0 and time.time() - start < 240
+    for rank in (0, 1):        # torchrun --tee prefixes each rank's lines
+        assert any(line.startswith(f"[default{rank}]:") and "are longer than max_seq_len=1024" in line
+                   for line in (out + err).splitlines()), err[-3000:]
