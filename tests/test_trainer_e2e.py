@@ -29,7 +29,8 @@ def _ok(proc):
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     out = tmp_path_factory.mktemp("run_a")
-    _ok(torchrun(2, TINY + [f"output_dir={out}", "logger.wandb=true"], env={"WANDB_API_KEY": ""}))
+    _ok(torchrun(2, TINY + [f"output_dir={out}", "logger.wandb=true", "eval.every_stage=true"],
+                 env={"WANDB_API_KEY": ""}))
     return out
 
 
@@ -52,6 +53,11 @@ def test_run_directory_contract(uninterrupted):
         assert {"acc", "mcc", "hallu_acc", "nonhallu_acc", "n", "parse_failures"} <= set(m)
     assert (out / "eval" / "report.md").read_text().startswith("# LongNovel detection")
     assert list((out / "wandb").glob("offline-run-*")), "W&B falls back to offline mode without a key"
+    stage_eval = json.loads((out / "eval" / "stages" / "0-s2k" / "metrics.json").read_text())
+    assert stage_eval["overall"]["n"] == 4
+    tables = {p.parent.name + "/" + p.name.rsplit("_", 2)[0]
+              for p in (out / "wandb").glob("offline-run-*/files/media/table/**/*.table.json")}
+    assert {"s2k/buckets", "s2k/type_recall", "eval/buckets", "eval/predictions"} <= tables, tables
 
 
 def test_resume_reproduces_the_uninterrupted_losses(uninterrupted, tmp_path):

@@ -174,6 +174,7 @@ class EvalConfig:
     nli: NliConfig = field(default_factory=NliConfig)
     bertscore: BertScoreConfig = field(default_factory=BertScoreConfig)   # anah scorer only
     enabled: bool = True
+    every_stage: bool = False             # also evaluate each stage's export (eval/stages/<i>-<stage>/)
     buckets: List[str] = field(default_factory=lambda: ["S", "M", "L"])
     max_per_bucket: Optional[int] = None  # cap per bucket, taken balanced from hallucinated and faithful
     max_new_tokens: int = 256

@@ -50,8 +50,9 @@ def store_threshold(cfg: DictConfig, hf_dir: str, predict: _Predictor, val_recor
     return threshold
 
 
-def evaluate_export(cfg: DictConfig, hf_dir: str, records_by_split: dict[str, list[dict]], run_dir: Path,
+def evaluate_export(cfg: DictConfig, hf_dir: str, records_by_split: dict[str, list[dict]], out_dir: Path,
                     info: DistInfo) -> dict | None:
+    """Score an exported model on the test split into `out_dir` (metrics.json, report.md, plots)."""
     records = select_eval_records(records_by_split["test"], list(cfg.eval.buckets), cfg.eval.max_per_bucket)
     if not records:
         raise ValueError(f"eval.buckets={list(cfg.eval.buckets)}: no test records in these buckets")
@@ -68,5 +69,5 @@ def evaluate_export(cfg: DictConfig, hf_dir: str, records_by_split: dict[str, li
         metrics, rows = SCORERS[cfg.task.scorer](records, preds)
     if threshold is not None:
         metrics["decision_threshold"] = threshold
-    write_eval(run_dir / "eval", cfg.task.scorer, metrics, rows)
+    write_eval(out_dir, cfg.task.scorer, metrics, rows)
     return metrics

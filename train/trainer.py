@@ -58,16 +58,23 @@ def train(cfg: DictConfig, info: DistInfo) -> dict | None:
                                                   point.state_dir if point and i == point.stage_index else None)
             if stopped:
                 return None
-        metrics = None
-        if cfg.eval.enabled:
-            final = stage_weights(run_dir, len(stages), names, base)
-            metrics = evaluate_export(cfg, final, records, run_dir, info)
-            if metrics is not None:
-                tracker.log_eval(cfg.task.scorer, metrics, read_rows(run_dir / "eval" / "predictions.parsed.jsonl"))
-                print((run_dir / "eval" / "report.md").read_text(encoding="utf-8"), flush=True)
-        return metrics
+            if cfg.eval.enabled and cfg.eval.every_stage and i + 1 < len(stages):
+                _evaluate(cfg, info, run_dir / "eval" / "stages" / f"{i}-{stage.name}", stage_weights(
+                    run_dir, i + 1, names, base), records, tracker, f"eval_stage/{stage.name}", global_step)
+        if not cfg.eval.enabled:
+            return None
+        final = stage_weights(run_dir, len(stages), names, base)
+        return _evaluate(cfg, info, run_dir / "eval", final, records, tracker, "eval", global_step)
     finally:
         tracker.finish()
+
+
+def _evaluate(cfg, info, out_dir: Path, weights: str, records, tracker, prefix: str, step: int) -> dict | None:
+    metrics = evaluate_export(cfg, weights, records, out_dir, info)
+    if metrics is not None:
+        tracker.log_eval(cfg.task.scorer, metrics, read_rows(out_dir / "predictions.parsed.jsonl"), prefix, step)
+        print(f"== {prefix}\n" + (out_dir / "report.md").read_text(encoding="utf-8"), flush=True)
+    return metrics
 
 
 def _run_one_stage(cfg, info, run_dir, index, stage, names, base, tokenizer, train_records, log,
