@@ -36,19 +36,52 @@ def encode_sample(record: dict, tokenizer, template: str = "prompt_e") -> dict:
     return {"id": record["id"], "input_ids": input_ids, "shift_labels": shift_labels}
 
 
+def pack_samples(samples: list[dict], capacity: int) -> list[dict]:
+    """Samples packed into rows of at most `capacity` tokens (first-fit decreasing). Each sample
+    keeps its own labels (already shifted, so no label crosses a boundary) and restarts its
+    positions at 0, which is how the ring backend finds the documents of a row."""
+    rows: list[list[dict]] = []
+    room: list[int] = []
+    for s in sorted(samples, key=lambda s: -len(s["input_ids"])):
+        n = len(s["input_ids"])
+        if n > capacity:
+            raise ValueError(f"sample {s['id']!r} has {n} tokens, more than the row capacity {capacity}")
+        fit = next((i for i, r in enumerate(room) if r >= n), None)
+        if fit is None:
+            rows.append([s])
+            room.append(capacity - n)
+        else:
+            rows[fit].append(s)
+            room[fit] -= n
+    return [{"id": "+".join(s["id"] for s in row),
+             "input_ids": [t for s in row for t in s["input_ids"]],
+             "shift_labels": [t for s in row for t in s["shift_labels"]],
+             "position_ids": [p for s in row for p in range(len(s["input_ids"]))]} for row in rows]
+
+
+def padded_fraction(batches: list[list[dict]]) -> float:
+    """Share of padded positions in right-padded batches (each padded to its longest row)."""
+    total = sum(len(b) * max(len(s["input_ids"]) for s in b) for b in batches)
+    real = sum(len(s["input_ids"]) for b in batches for s in b)
+    return 1 - real / total if total else 0.0
+
+
 def collate(samples: list[dict], pad_id: int) -> dict:
-    """Right-pad to the longest sample; no attention mask when nothing is padded."""
+    """Right-pad to the longest sample; no attention mask when nothing is padded. Packed rows
+    bring their own `position_ids`."""
     width = max(len(s["input_ids"]) for s in samples)
     ids = torch.full((len(samples), width), pad_id, dtype=torch.long)
     labels = torch.full((len(samples), width), IGNORE_INDEX, dtype=torch.long)
     mask = torch.zeros((len(samples), width), dtype=torch.long)
+    positions = torch.arange(width).repeat(len(samples), 1)
     for row, s in enumerate(samples):
         n = len(s["input_ids"])
         ids[row, :n] = torch.tensor(s["input_ids"])
         labels[row, :n] = torch.tensor(s["shift_labels"])
         mask[row, :n] = 1
-    batch = {"input_ids": ids, "shift_labels": labels,
-             "position_ids": torch.arange(width).expand(len(samples), width)}
+        if "position_ids" in s:
+            positions[row, :n] = torch.tensor(s["position_ids"])
+    batch = {"input_ids": ids, "shift_labels": labels, "position_ids": positions}
     if not bool(mask.all()):
         batch["attention_mask"] = mask
     return batch

@@ -196,3 +196,14 @@ def test_compare_two_runs_offline(uninterrupted, tmp_path):
     assert len(rows) == 2 * 3                                  # 2 runs x (S, M, overall)
     assert "| `optim.lr` |" in table and "output_dir" not in table
     assert (out / "loss.png").stat().st_size > 1000 and (out / "buckets.png").stat().st_size > 1000
+
+
+def test_packed_training_with_sequence_parallelism(tmp_path):
+    out = tmp_path / "packed"
+    proc = _ok(torchrun(2, TINY + [f"output_dir={out}", "data.packing=true", "parallel=sp2",
+                                   "parallel.sp_mode=zigzag_varlen", "eval.enabled=false",
+                                   "curriculum.stages=[{name: s, bucket: S, max_seq_len: 8192, max_steps: 3}]"]))
+    assert "packed rows" in proc.stdout
+    log = read_train_log(out)
+    assert len(log) == 3 and all(r["loss"] > 0 for r in log)
+    assert all(r["tokens"] > 2048 for r in log)     # S samples have at most 2,048 tokens: rows hold several

@@ -74,6 +74,7 @@ class DataConfig:
         "S": 2048, "M": 16384, "L": 32768, "XL": 65536, "XXL": 102400})
     min_fill: float = 0.75                # a context fills at least this much of its bucket budget
     max_skip_fraction: float = 0.05       # fail a stage when more of its samples are too long
+    packing: bool = False                 # generative: pack samples into rows of max_seq_len (first-fit decreasing)
 
 
 @dataclass

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from data_builders.collate import encode_classification, encode_sample
+from data_builders.collate import encode_classification, encode_sample, pack_samples
 from data_builders.schema import write_jsonl
 from data_builders.sources import DataError, build_records, in_bucket, needed_buckets, read_splits
 from models.sequence_parallel import SP_MODES, SPMesh
@@ -44,6 +44,11 @@ def check_parallel_config(cfg: DictConfig) -> None:
     SPMesh(int(os.environ.get("WORLD_SIZE", "1")), cfg.parallel.sp_size)   # divisibility, before any group
     if cfg.parallel.sp_mode not in SP_MODES:
         raise ValueError(f"parallel.sp_mode: expected one of {list(SP_MODES)}, found {cfg.parallel.sp_mode!r}")
+    if cfg.data.packing and (cfg.task.kind != "generative" or cfg.optim.micro_batch_size != 1
+                             or (cfg.parallel.sp_size > 1 and cfg.parallel.sp_mode != "zigzag_varlen")):
+        raise ValueError("data.packing=true packs generative samples into one row per micro-batch: it needs "
+                         f"task.kind=generative (found {cfg.task.kind}), optim.micro_batch_size=1 (found "
+                         f"{cfg.optim.micro_batch_size}) and, with parallel.sp_size > 1, parallel.sp_mode=zigzag_varlen")
     if cfg.parallel.sp_size > 1 and cfg.optim.micro_batch_size != 1:
         raise ValueError(f"parallel.sp_size={cfg.parallel.sp_size} needs optim.micro_batch_size=1 "
                          f"(found {cfg.optim.micro_batch_size}); raise optim.grad_accum instead")
@@ -83,8 +88,9 @@ def encoder(task: DictConfig):
 
 
 def stage_samples(records: list[dict], stage: DictConfig, tokenizer, task: DictConfig,
-                  max_skip_fraction: float) -> tuple[list[dict], int]:
-    """Encoded samples of the stage's bucket; longer ones are skipped and counted, never truncated."""
+                  max_skip_fraction: float, packing: bool = False) -> tuple[list[dict], int]:
+    """Encoded samples of the stage's bucket; longer ones are skipped and counted, never truncated.
+    With `packing`, the samples come back packed into rows of up to max_seq_len tokens."""
     pool = in_bucket(records, stage.bucket)
     if not pool:
         raise DataError(f"curriculum stage {stage.name!r}: no training records in bucket {stage.bucket!r}")
@@ -96,6 +102,8 @@ def stage_samples(records: list[dict], stage: DictConfig, tokenizer, task: DictC
             f"curriculum stage {stage.name!r}: {skipped} of {len(pool)} samples in bucket {stage.bucket!r} "
             f"are longer than max_seq_len={stage.max_seq_len}, above data.max_skip_fraction="
             f"{max_skip_fraction}. Raise the stage's max_seq_len or rebuild the data; samples are never truncated.")
+    if packing:
+        samples = pack_samples(samples, stage.max_seq_len)
     return samples, skipped
 
 

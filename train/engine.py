@@ -66,8 +66,9 @@ def lr_lambda(kind: str, total_steps: int, warmup_steps: int):
 
 
 def attention_backend(cfg: DictConfig) -> str:
-    """Sequence parallelism swaps in the ring backend for training; inference keeps the configured one."""
-    if cfg.parallel.sp_size == 1:
+    """Sequence parallelism and packed rows swap in the ring backend for training (it keeps packed
+    documents apart); inference keeps the configured one."""
+    if cfg.parallel.sp_size == 1 and not cfg.data.packing:
         return cfg.model.attn_implementation
     from models.attention.hf_ring import register
 

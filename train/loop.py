@@ -40,6 +40,7 @@ class StageContext:
     sp_mode: str = "zigzag"
     task: object = None                  # cfg.task: generative or discriminative
     zero_stage: int = 3
+    packed: bool = False                 # rows of packed samples: the ring backend keeps documents apart
 
 
 def _micro_batch(samples: list[dict], ctx: StageContext) -> tuple[dict, dict, int, int]:
@@ -50,10 +51,11 @@ def _micro_batch(samples: list[dict], ctx: StageContext) -> tuple[dict, dict, in
     """
     discriminative = ctx.task.kind == "discriminative"
     batch = (collate_classification if discriminative else collate)(samples, ctx.pad_id)
-    if ctx.info.sp_size == 1:
+    if ctx.info.sp_size == 1 and not ctx.packed:
         kwargs, real = {}, sum(len(s["input_ids"]) for s in samples)
     else:
-        batch = shard_batch(batch, ctx.info.sp_size, ctx.info.sp_rank, ctx.pad_id, ctx.sp_mode)
+        mode = "zigzag_varlen" if ctx.packed else ctx.sp_mode
+        batch = shard_batch(batch, ctx.info.sp_size, ctx.info.sp_rank, ctx.pad_id, mode)
         kwargs = {"sp_group": ctx.info.sp_group, "sp_doc_lens": batch.pop("sp_doc_lens")}
         real = batch.pop("n_real_tokens")
     if discriminative:

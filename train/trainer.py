@@ -79,11 +79,13 @@ def _evaluate(cfg, info, out_dir: Path, weights: str, records, tracker, prefix: 
 
 def _run_one_stage(cfg, info, run_dir, index, stage, names, base, tokenizer, train_records, log,
                    tracker, start_step, global_step, state_dir):
-    samples, skipped = stage_samples(train_records, stage, tokenizer, cfg.task, cfg.data.max_skip_fraction)
+    samples, skipped = stage_samples(train_records, stage, tokenizer, cfg.task, cfg.data.max_skip_fraction,
+                                     cfg.data.packing)
     plan = plan_stage(stage, len(samples), info.dp_size, cfg.optim.micro_batch_size,
                       cfg.optim.grad_accum, cfg.trainer.seed + 1000 * index, cfg.trainer.max_steps)
     if info.is_main:
-        print(f"stage {index} {stage.name}: bucket {stage.bucket}, {len(samples)} samples "
+        unit = "packed rows" if cfg.data.packing else "samples"
+        print(f"stage {index} {stage.name}: bucket {stage.bucket}, {len(samples)} {unit} "
               f"({skipped} skipped as longer than {stage.max_seq_len}), {plan.total_steps} steps",
               flush=True)
     lr = stage.lr if stage.lr is not None else cfg.optim.lr
@@ -93,7 +95,8 @@ def _run_one_stage(cfg, info, run_dir, index, stage, names, base, tokenizer, tra
         engine.load_checkpoint(str(state_dir), tag="state")
     ctx = StageContext(index, stage.name, stage.max_seq_len, run_dir, info, log, tracker,
                        tokenizer.pad_token_id, cfg.trainer.save_every, cfg.trainer.stop_at_step,
-                       cfg.trainer.progress, cfg.parallel.sp_mode, cfg.task, cfg.deepspeed.zero_stage)
+                       cfg.trainer.progress, cfg.parallel.sp_mode, cfg.task, cfg.deepspeed.zero_stage,
+                       cfg.data.packing)
     global_step, stopped = run_stage(engine, samples, plan, ctx, start_step, global_step)
     if not stopped:
         export_hf(engine, cfg, start_weights, tokenizer, stage_dir(run_dir, index, stage.name) / "hf", info.is_main)
