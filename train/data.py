@@ -48,7 +48,8 @@ def check_parallel_config(cfg: DictConfig) -> None:
                              or (cfg.parallel.sp_size > 1 and cfg.parallel.sp_mode != "zigzag_varlen")):
         raise ValueError("data.packing=true packs generative samples into one row per micro-batch: it needs "
                          f"task.kind=generative (found {cfg.task.kind}), optim.micro_batch_size=1 (found "
-                         f"{cfg.optim.micro_batch_size}) and, with parallel.sp_size > 1, parallel.sp_mode=zigzag_varlen")
+                         f"{cfg.optim.micro_batch_size}) and, with parallel.sp_size > 1, "
+                         "parallel.sp_mode=zigzag_varlen")
     if cfg.parallel.sp_size > 1 and cfg.optim.micro_batch_size != 1:
         raise ValueError(f"parallel.sp_size={cfg.parallel.sp_size} needs optim.micro_batch_size=1 "
                          f"(found {cfg.optim.micro_batch_size}); raise optim.grad_accum instead")
