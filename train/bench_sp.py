@@ -37,6 +37,16 @@ def _setup(rank: int, world: int, port: int, threads: int):
 
 
 def _peak_rss() -> int:
+    """This process's peak RSS in bytes. Linux's VmHWM belongs to the current address space, while
+    ru_maxrss carries over the parent's peak across fork + exec (so a worker spawned by a large
+    parent would report the parent's size)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
@@ -112,12 +122,16 @@ def _attention_worker(rank, world, port, threads, length, repeat, queue):
         dist.destroy_process_group()
 
 
-def launch(worker, world: int, threads: int, length: int, repeat: int) -> list[dict]:
+def free_port() -> int:
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+def launch(worker, world: int, threads: int, length: int, repeat: int) -> list[dict]:
+    port = free_port()
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
     mp.start_processes(worker, args=(world, port, threads, length, repeat, queue), nprocs=world,
