@@ -51,37 +51,87 @@ def _stages(steps: int, long_steps: int) -> str:
             "{name: s16k, bucket: M, max_seq_len: 16384, max_steps: " + str(long_steps) + "}]")
 
 
-def plain_loop_tokens_per_s(data_dir: Path, bucket: str, steps: int) -> float:
-    """The baseline: HF forward with labels (loss over every position), backward, AdamW step."""
-    from data_builders.collate import collate, encode_sample
-    from data_builders.schema import read_records
-    from models.builders import load_causal_lm, load_tokenizer, resolve_model_path
+def _compose(overrides: list[str]):
+    from hydra import compose, initialize_config_dir
 
-    torch.set_num_threads(CORES)
-    path = resolve_model_path("embedded:qwen3-tiny")
-    tok, model = load_tokenizer(path), load_causal_lm(path, "float32", "sdpa")
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    records = [r for r in read_records(data_dir / "train.jsonl") if r["length_bucket"] == bucket][:steps]
-    times, tokens = [], []
-    for rec in records:
-        batch = collate([encode_sample(rec, tok)], tok.pad_token_id)
-        labels = torch.cat([torch.full((1, 1), -100), batch["shift_labels"][:, :-1]], 1)   # HF shifts itself
-        t0 = time.perf_counter()
-        model(input_ids=batch["input_ids"], position_ids=batch["position_ids"], labels=labels).loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        times.append(time.perf_counter() - t0)
-        tokens.append(batch["input_ids"].numel())
-    return statistics.median(n / t for n, t in zip(tokens[1:], times[1:]))
+    import train.config  # noqa: F401  (registers the schemas)
+
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
+        return compose("sft", overrides=DEMO + overrides)
+
+
+class PlainLoop:
+    """The baseline: HF forward with labels (loss over every position), backward, AdamW step."""
+
+    def __init__(self, path: str, lr: float):
+        from models.builders import load_causal_lm
+
+        self.model = load_causal_lm(path, "float32", "sdpa")
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=lr)
+
+    def step(self, sample: dict) -> int:
+        ids = torch.tensor([sample["input_ids"]])
+        labels = torch.tensor([[-100] + sample["shift_labels"][:-1]])          # HF shifts labels itself
+        self.model(input_ids=ids, labels=labels).loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        return ids.numel()
 
 
 def throughput(work: Path, steps: int, long_steps: int) -> dict:
-    rows = _train(["deepspeed=none", _stages(steps, long_steps)], work / "ours")
+    """Our trainer's step (DeepSpeed engine without ZeRO, response-only loss, the loop's own
+    train_step) and the plain loop, alternating step by step on the same samples, so that
+    machine noise hits both alike. Single process, every core, fp32, batch 1."""
+    from data_builders.sources import build_records
+    from models.builders import load_tokenizer, resolve_model_path
+    from train.data import plan_stage, stage_samples
+    from train.distributed import init_distributed, teardown
+    from train.engine import build_engine
+    from train.loop import StageContext, train_step
+
+    torch.set_num_threads(CORES)
+    cfg = _compose(["deepspeed=none", _stages(steps, long_steps)])
+    path = resolve_model_path(cfg.model.name_or_path)
+    tok = load_tokenizer(path)
+    records = build_records(cfg, tok)[0]["train"]
+    info = init_distributed(1)
     out = {}
-    for stage, bucket, n in (("s2k", "S", steps), ("s16k", "M", long_steps)):
-        ours = _median_after_warmup(rows, "tokens_per_s", stage)
-        plain = plain_loop_tokens_per_s(work / "ours" / "data", bucket, n)
-        out[stage] = {"ours_tokens_per_s": ours, "plain_tokens_per_s": plain, "ratio": ours / plain}
+    try:
+        for stage, n in zip(cfg.curriculum.stages, (steps, long_steps)):
+            samples, _ = stage_samples(records, stage, tok, cfg.task, 1.0)
+            plan = plan_stage(stage, len(samples), 1, 1, 1, cfg.trainer.seed, n)
+            engine = build_engine(cfg, path, 1, cfg.optim.lr, plan.total_steps)
+            ctx = StageContext(0, stage.name, stage.max_seq_len, work, info, None, None, tok.pad_token_id, 0, None,
+                               False, task=cfg.task, zero_stage=0)
+            plain = PlainLoop(path, cfg.optim.lr)
+            ours_rate, plain_rate = [], []
+            for k in range(plan.total_steps):
+                t0 = time.perf_counter()
+                tokens = train_step(engine, samples, plan, k, ctx)["tokens"]
+                ours_rate.append(tokens / (time.perf_counter() - t0))
+                t0 = time.perf_counter()
+                tokens = plain.step(samples[plan.rank_indices(k, 0)[0][0]])
+                plain_rate.append(tokens / (time.perf_counter() - t0))
+            engine.destroy()
+            ours, base = statistics.median(ours_rate[1:]), statistics.median(plain_rate[1:])
+            out[stage.name] = {"ours_tokens_per_s": ours, "plain_tokens_per_s": base, "ratio": ours / base,
+                               "steps": plan.total_steps}
+    finally:
+        teardown()
+    return out
+
+
+def _data_dir(work: Path) -> Path:
+    """Records of the demo corpus (S and M buckets), built once for the sections that need them."""
+    from data_builders.schema import write_jsonl
+    from data_builders.sources import build_records
+    from models.builders import load_tokenizer, resolve_model_path
+
+    out = work / "data"
+    if not (out / "train.jsonl").exists():
+        cfg = _compose([_stages(1, 1)])
+        write_jsonl(out / "train.jsonl", build_records(cfg, load_tokenizer(resolve_model_path(cfg.model.name_or_path)))
+                    [0]["train"])
     return out
 
 
@@ -210,8 +260,8 @@ def run(quick: bool) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         sections = [("throughput", lambda: throughput(work, steps, long_steps)),
-                    ("padding", lambda: padding(work / "ours" / "data")),
-                    ("inference", lambda: inference(work / "ours" / "data")),
+                    ("padding", lambda: padding(_data_dir(work))),
+                    ("inference", lambda: inference(_data_dir(work))),
                     ("zero_offload", lambda: zero_offload(work, steps)),
                     ("data", data_and_scoring)]
         if not quick:
