@@ -7,8 +7,10 @@ and per-rank peak activation memory at sp 1 and sp 2, and ring-attention
 forward + backward time against the single-process CPU flash kernel on the
 same total length. sp=1 runs one process with every core's threads; sp=2 runs
 two gloo processes with one thread each, so both use the same cores.
-Activation memory is the growth of the process's peak RSS over its RSS before
-the first step.
+Memory is reported twice: the growth of the process's peak RSS over its RSS
+before the first step (what a user's machine sees, with allocator noise of a
+few percent), and the bytes autograd saves for backward (deterministic; the
+activations that sequence parallelism divides).
 """
 from __future__ import annotations
 
@@ -48,6 +50,21 @@ def _peak_rss() -> int:
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _saved_for_backward(step) -> int:
+    """Bytes of the distinct storages autograd saves for backward during one step: the activation
+    memory that sequence parallelism divides, free of the allocator noise in RSS."""
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        step()
+    return sum(seen.values())
 
 
 def _timed(fn, warmup: int, repeat: int) -> float:
@@ -93,7 +110,8 @@ def _step_worker(rank, world, port, threads, length, repeat, queue):
             dist.barrier(group)
 
     seconds = _timed(step, warmup=1, repeat=repeat)
-    queue.put({"rank": rank, "step_s": seconds, "activation_mb": (_peak_rss() - base) / MB})
+    peak = (_peak_rss() - base) / MB
+    queue.put({"rank": rank, "step_s": seconds, "activation_mb": peak, "saved_mb": _saved_for_backward(step) / MB})
     if group is not None:
         dist.destroy_process_group()
 
@@ -152,10 +170,12 @@ def bench(lengths: list[int], repeat: int) -> dict:
             "sp1_step_s": sp1[0]["step_s"], "sp2_step_s": max(r["step_s"] for r in sp2),
             "sp1_activation_mb": sp1[0]["activation_mb"],
             "sp2_activation_mb_per_rank": max(r["activation_mb"] for r in sp2),
+            "sp1_saved_mb": sp1[0]["saved_mb"], "sp2_saved_mb_per_rank": max(r["saved_mb"] for r in sp2),
             "flash_fwd_bwd_s": flash[0]["attn_s"], "ring_sp2_fwd_bwd_s": max(r["attn_s"] for r in ring),
         }
         row["step_ratio_sp2_vs_sp1"] = row["sp2_step_s"] / row["sp1_step_s"]
         row["memory_ratio_sp2_vs_sp1"] = row["sp2_activation_mb_per_rank"] / row["sp1_activation_mb"]
+        row["saved_ratio_sp2_vs_sp1"] = row["sp2_saved_mb_per_rank"] / row["sp1_saved_mb"]
         row["ring_vs_flash"] = row["ring_sp2_fwd_bwd_s"] / row["flash_fwd_bwd_s"]
         rows.append(row)
         print(format_row(row), flush=True)
@@ -168,6 +188,8 @@ def format_row(r: dict) -> str:
     return (f"{r['length']:>6d} | step sp1 {r['sp1_step_s']:7.2f}s sp2 {r['sp2_step_s']:7.2f}s "
             f"(x{r['step_ratio_sp2_vs_sp1']:.2f}) | activations sp1 {r['sp1_activation_mb']:7.1f}MB "
             f"sp2/rank {r['sp2_activation_mb_per_rank']:7.1f}MB (x{r['memory_ratio_sp2_vs_sp1']:.2f}) | "
+            f"saved for backward sp1 {r['sp1_saved_mb']:6.1f}MB sp2/rank {r['sp2_saved_mb_per_rank']:6.1f}MB "
+            f"(x{r['saved_ratio_sp2_vs_sp1']:.2f}) | "
             f"attention fwd+bwd flash {r['flash_fwd_bwd_s']:6.2f}s ring@sp2 {r['ring_sp2_fwd_bwd_s']:6.2f}s "
             f"(x{r['ring_vs_flash']:.2f})")
 
