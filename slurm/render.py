@@ -49,8 +49,7 @@ def sbatch_lines(cfg: DictConfig, job_name: str, log_dir: Path, array: int | Non
 
 
 def _fill(text: str, values: dict[str, str]) -> str:
-    out = re.sub(r"@@([A-Z_]+)@@", lambda m: values[m.group(1)], text)
-    return out
+    return re.sub(r"@@([A-Z_]+)@@", lambda m: values[m.group(1)], text)
 
 
 def _common(cfg: DictConfig, repo: Path) -> dict[str, str]:

@@ -11,15 +11,11 @@ import psutil
 import pytest
 
 from tests.conftest import REPO, free_port, torchrun
+from tests.test_trainer_e2e import TINY
 from train.checkpoint import find_resume_point, save_state, stage_dir
 from train.run_dir import read_train_log
 
-BASE = [
-    "+exp=longnovel_curriculum_demo", "parallel=none", "trainer.progress=false", "logger.wandb=false",
-    "data.corpus.n_books=4", "data.corpus.units_per_book=10", "data.corpus.unit_chars_min=250",
-    "data.corpus.unit_chars_max=350", "data.corpus.test_books=1", "data.bucket_budgets.M=4096",
-    "eval.enabled=false",
-]
+BASE = [o for o in TINY if not o.startswith(("curriculum.stages=", "eval."))] + ["eval.enabled=false"]
 LONG_STAGE = ["curriculum.stages=[{name: s2k, bucket: S, max_seq_len: 2048, max_steps: 14}]", "trainer.save_every=2"]
 
 

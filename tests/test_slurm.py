@@ -12,18 +12,15 @@ import pytest
 
 from tests.conftest import REPO
 from tests.slurm_cluster import LocalSlurm, slurm_available
+from tests.test_trainer_e2e import TINY as E2E_TINY
 from train.run_dir import read_train_log
 
 pytestmark = pytest.mark.slow
 
-TINY = [
-    "+exp=longnovel_curriculum_demo", "parallel=none", "trainer.progress=false", "logger.wandb=false",
-    "data.corpus.n_books=4", "data.corpus.units_per_book=10", "data.corpus.unit_chars_min=250",
-    "data.corpus.unit_chars_max=350", "data.corpus.test_books=1",
-    "curriculum.stages=[{name: s2k, bucket: S, max_seq_len: 2048, max_steps: 14},"
-    "{name: s4k, bucket: M, max_seq_len: 4096, max_steps: 2}]",
-    "data.bucket_budgets.M=4096", "eval.buckets=[S,M]", "eval.max_per_bucket=2", "eval.max_new_tokens=8",
-]
+# stage s2k is long enough (40 steps, ~5 s) that the signal sent after step 4 lands inside it
+TINY = [o for o in E2E_TINY if not o.startswith("curriculum.stages=")] + [
+    "curriculum.stages=[{name: s2k, bucket: S, max_seq_len: 2048, max_steps: 40},"
+    "{name: s4k, bucket: M, max_seq_len: 4096, max_steps: 2}]"]
 CPU_JOB = ["slurm.gpus_per_node=0", "slurm.procs_per_node=2", "slurm.cpus_per_task=2", "slurm.time=00:30:00"]
 
 
@@ -58,7 +55,7 @@ def reference_run(cluster, tmp_path_factory):
 
 
 def test_demo_job_completes_with_the_run_directory_contract(reference_run):
-    assert [r["step"] for r in read_train_log(reference_run)] == list(range(1, 17))
+    assert [r["step"] for r in read_train_log(reference_run)] == list(range(1, 43))
     assert (reference_run / "config.yaml").exists() and (reference_run / "eval" / "metrics.json").exists()
     assert (reference_run / "checkpoints" / "1-s4k" / "hf" / "config.json").exists()
     script = (reference_run / "slurm" / "train.sbatch").read_text()
