@@ -61,10 +61,14 @@ def train(cfg: DictConfig, info: DistInfo) -> dict | None:
             if cfg.eval.enabled and cfg.eval.every_stage and i + 1 < len(stages):
                 _evaluate(cfg, info, run_dir / "eval" / "stages" / f"{i}-{stage.name}", stage_weights(
                     run_dir, i + 1, names, base), records, tracker, f"eval_stage/{stage.name}", global_step)
-        if not cfg.eval.enabled:
-            return None
-        final = stage_weights(run_dir, len(stages), names, base)
-        return _evaluate(cfg, info, run_dir / "eval", final, records, tracker, "eval", global_step)
+        metrics = None
+        if cfg.eval.enabled:
+            final = stage_weights(run_dir, len(stages), names, base)
+            metrics = _evaluate(cfg, info, run_dir / "eval", final, records, tracker, "eval", global_step)
+        # Rank 0 scores and writes after the last collective; the others wait here, so that no rank
+        # tears its process group down while a peer still uses its connections (seen: SIGABRT in gloo).
+        barrier()
+        return metrics
     finally:
         tracker.finish()
 
