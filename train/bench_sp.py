@@ -7,25 +7,26 @@ and per-rank peak activation memory at sp 1 and sp 2, and ring-attention
 forward + backward time against the single-process CPU flash kernel on the
 same total length. sp=1 runs one process with every core's threads; sp=2 runs
 two gloo processes with one thread each, so both use the same cores.
-Memory is reported twice: the growth of the process's peak RSS over its RSS
-before the first step (what a user's machine sees, with allocator noise of a
-few percent), and the bytes autograd saves for backward (deterministic; the
-activations that sequence parallelism divides).
+Memory is reported twice: how far one warm step lifts the process's peak RSS
+above its RSS before the step (what a user's machine sees; workers fix glibc's
+mmap threshold as the trainer does on CPU, so freed activations leave RSS), and
+the bytes autograd saves for backward (the activations that sequence
+parallelism divides).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import resource
 import statistics
 import time
 
-import psutil
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
+
+from train.host_memory import current_rss, peak_rss, reset_peak_rss, return_freed_memory
 
 MB = 2**20
 
@@ -36,20 +37,6 @@ def _setup(rank: int, world: int, port: int, threads: int):
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
         return dist.group.WORLD
     return None
-
-
-def _peak_rss() -> int:
-    """This process's peak RSS in bytes. Linux's VmHWM belongs to the current address space, while
-    ru_maxrss carries over the parent's peak across fork + exec (so a worker spawned by a large
-    parent would report the parent's size)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _saved_for_backward(step) -> int:
@@ -84,6 +71,7 @@ def _step_worker(rank, world, port, threads, length, repeat, queue):
     from train.loss import token_loss_sum
 
     group = _setup(rank, world, port, threads)
+    return_freed_memory()                     # as the trainer does on CPU
     if world > 1:
         from models.attention.hf_ring import register
         attn = register()
@@ -100,7 +88,6 @@ def _step_worker(rank, world, port, threads, length, repeat, queue):
         row = shard_batch(row, world, rank, pad_id=0, mode="zigzag")
         kwargs = {"sp_group": group, "sp_doc_lens": row.pop("sp_doc_lens")}
         row.pop("n_real_tokens")
-    base = psutil.Process().memory_info().rss
 
     def step():
         loss, _ = token_loss_sum(model, row, **kwargs)
@@ -110,7 +97,10 @@ def _step_worker(rank, world, port, threads, length, repeat, queue):
             dist.barrier(group)
 
     seconds = _timed(step, warmup=1, repeat=repeat)
-    peak = (_peak_rss() - base) / MB
+    base = current_rss()
+    reset_peak_rss()
+    step()
+    peak = (peak_rss() - base) / MB
     queue.put({"rank": rank, "step_s": seconds, "activation_mb": peak, "saved_mb": _saved_for_backward(step) / MB})
     if group is not None:
         dist.destroy_process_group()

@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 from models.sequence_parallel import SPMesh
+from train.host_memory import return_freed_memory
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ def init_distributed(sp_size: int = 1, timeout_s: int = 1800) -> DistInfo:
     cuda = torch.cuda.is_available()
     if not cuda:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
+        return_freed_memory()                 # activations live in host memory
         warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
     for name, default in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"),
                           ("MASTER_ADDR", "127.0.0.1")):
