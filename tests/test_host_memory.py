@@ -26,7 +26,7 @@ if sys.argv[1] == "trainer":
     from train.distributed import init_distributed
     init_distributed(1)
 base = current_rss()
-del_first = torch.ones(2 << 20); del del_first
+first = torch.ones(2 << 20); del first
 tensors = [torch.ones(1 << 20) for _ in range(40)]
 last = tensors[-1]; del tensors
 print(json.dumps({"retained_mb": (current_rss() - base) / 2**20}))

@@ -11,7 +11,9 @@ Memory is reported twice: how far one warm step lifts the process's peak RSS
 above its RSS before the step (what a user's machine sees; workers fix glibc's
 mmap threshold as the trainer does on CPU, so freed activations leave RSS), and
 the bytes autograd saves for backward (the activations that sequence
-parallelism divides).
+parallelism divides). Below about 8k tokens per rank the tiny model's tensors
+fall under that 1 MiB threshold and reuse heap the warm-up step already grew, so
+there the RSS figure undercounts; the saved bytes do not.
 """
 from __future__ import annotations
 
@@ -98,7 +100,9 @@ def _step_worker(rank, world, port, threads, length, repeat, queue):
 
     seconds = _timed(step, warmup=1, repeat=repeat)
     base = current_rss()
-    reset_peak_rss()
+    if not reset_peak_rss():
+        raise RuntimeError("the memory figures need Linux's /proc/self/clear_refs to reset the peak RSS "
+                           "before the measured step; it could not be written here")
     step()
     peak = (peak_rss() - base) / MB
     queue.put({"rank": rank, "step_s": seconds, "activation_mb": peak, "saved_mb": _saved_for_backward(step) / MB})
