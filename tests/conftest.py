@@ -1,10 +1,11 @@
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from train.distributed import free_port  # noqa: F401  (the tests' helpers import it from here)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -14,12 +15,6 @@ def tokenizer():
     from models.builders import load_tokenizer, resolve_model_path
 
     return load_tokenizer(resolve_model_path("embedded:qwen3-tiny"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def torchrun(nproc: int, overrides: list[str], timeout: int = 600, env: dict | None = None):

@@ -30,7 +30,7 @@ DEMO = ["+exp=longnovel_curriculum_demo", "parallel=none", "eval.enabled=false",
 
 def _train(overrides: list[str], out: Path) -> list[dict]:
     """Our trainer, one process under torchrun, every core; the rows of its train_log."""
-    from train.bench_sp import free_port
+    from train.distributed import free_port
 
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1", "--master_addr=127.0.0.1",
            f"--master_port={free_port()}", str(REPO / "train" / "sft.py"), *DEMO, *overrides, f"output_dir={out}"]

@@ -28,6 +28,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
 
+from train.distributed import free_port
 from train.host_memory import current_rss, peak_rss, reset_peak_rss, return_freed_memory
 
 MB = 2**20
@@ -132,14 +133,6 @@ def _attention_worker(rank, world, port, threads, length, repeat, queue):
     queue.put({"rank": rank, "attn_s": _timed(run, warmup=1, repeat=repeat)})
     if group is not None:
         dist.destroy_process_group()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(worker, world: int, threads: int, length: int, repeat: int) -> list[dict]:

@@ -54,7 +54,7 @@ def init_distributed(sp_size: int = 1, timeout_s: int = 1800) -> DistInfo:
                           ("MASTER_ADDR", "127.0.0.1")):
         os.environ.setdefault(name, default)
     if "MASTER_PORT" not in os.environ:
-        os.environ["MASTER_PORT"] = str(_free_port())
+        os.environ["MASTER_PORT"] = str(free_port())
     import deepspeed
 
     local_rank = int(os.environ["LOCAL_RANK"])
@@ -84,7 +84,8 @@ def teardown() -> None:
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
     import socket
 
     with socket.socket() as s:
