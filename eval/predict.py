@@ -28,16 +28,16 @@ def select_eval_records(records: list[dict], buckets: list[str], cap: int | None
 
 def predict_records(model, tokenizer, records: list[dict], kind: str, template: str, max_new_tokens: int,
                     progress: bool = False, on_result: Callable[[dict], None] | None = None,
-                    batch_size: int = 1) -> list[dict]:
+                    batch_size: int = 1, batch_tokens: int | None = None) -> list[dict]:
     """One prediction row per record ({'id', 'output'} or {'id', 'probs'}), in record order.
 
-    Prompts are batched by length; `on_result` sees each row as soon as its batch is done
-    (to write predictions as they come).
+    Prompts are batched by length (greedy decoding: equal lengths only, see `eval.generate`);
+    `on_result` sees each row as soon as its batch is done (to write predictions as they come).
     """
     prompts = [prompt_ids(rec, tokenizer, template) for rec in records]
     rows: dict[int, dict] = {}
     with tqdm(total=len(records), desc="predict", disable=not progress, dynamic_ncols=True) as bar:
-        for batch in length_batches(prompts, batch_size):
+        for batch in length_batches(prompts, batch_size, kind == "generative", batch_tokens):
             chunk = [prompts[i] for i in batch]
             if kind == "discriminative":
                 results = [{"probs": p} for p in head_probs_batch(model, chunk)]

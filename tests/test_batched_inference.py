@@ -1,7 +1,7 @@
 """Batched greedy decoding and head inference give the same answers as one prompt at a time."""
 import pytest
 
-from eval.generate import length_batches
+from eval.generate import greedy_batch, length_batches
 from eval.predict import predict_records
 from models.annotator import load_annotator
 from models.builders import resolve_model_path
@@ -14,6 +14,19 @@ def test_length_batches_cover_every_prompt_longest_first():
     prompts = [[0] * n for n in (3, 9, 1, 7, 5)]
     batches = length_batches(prompts, 2)
     assert batches == [[1, 3], [4, 0], [2]]
+
+
+def test_equal_length_batches_never_mix_lengths_and_respect_the_token_budget():
+    prompts = [[0] * n for n in (3, 9, 3, 7, 3, 3)]
+    assert length_batches(prompts, 8, equal_length=True) == [[1], [3], [0, 2, 4, 5]]
+    assert length_batches(prompts, 8, max_tokens=18) == [[1, 3], [0, 2, 4, 5]]
+    assert length_batches([[0] * 40], 8, max_tokens=18) == [[0]]     # a prompt over the budget still runs
+
+
+def test_greedy_batch_refuses_prompts_of_different_lengths(tokenizer):
+    model = load_annotator(resolve_model_path("embedded:qwen3-tiny"), "generative")
+    with pytest.raises(ValueError, match="one length"):
+        greedy_batch(model, tokenizer, [[5, 6, 7], [5, 6]], 2)
 
 
 @pytest.mark.parametrize("kind", ["generative", "discriminative"])

@@ -42,6 +42,8 @@ class TaskConfig:
     class_weights: Optional[List[float]] = None   # per-class loss weights (single-label heads)
     focal_gamma: float = 0.0              # > 0: focal loss instead of cross-entropy
     scorer: str = "longnovel"             # how the final evaluation is scored: longnovel | anah | binary
+    response_lm: bool = False             # generative: also predict the response's faithful sentences from the
+                                          # source (a label for every faithful summary token, from the gold)
 
 
 @dataclass
@@ -179,7 +181,11 @@ class EvalConfig:
     buckets: List[str] = field(default_factory=lambda: ["S", "M", "L"])
     max_per_bucket: Optional[int] = None  # cap per bucket, taken balanced from hallucinated and faithful
     max_new_tokens: int = 256
-    batch_size: int = 8                   # prompts decoded (or classified) together, grouped by length
+    batch_size: int = 8                   # prompts per batch: greedy decoding batches prompts of equal length
+                                          # only (no padding mask), head inference pads without a mask
+    batch_tokens: int = 16384             # and at most this many tokens per batch (rows x longest): at 16k
+                                          # and 32k one prompt at a time, so evaluation needs no more memory
+                                          # than a training step at the same length
 
 
 @dataclass
