@@ -5,7 +5,8 @@ from eval.metrics import binary_classification
 from eval.predictions import binary_decision
 
 
-def score_binary(gold: list[dict], preds: dict[str, dict]) -> tuple[dict, list[dict]]:
+def score_binary(gold: list[dict], preds: dict[str, dict], bertscore=None) -> tuple[dict, list[dict]]:
+    """Metrics and per-record rows (`bertscore`: unused; every scorer takes it)."""
     rows = []
     for rec in gold:
         pred, _ = binary_decision(preds.get(rec["id"]))

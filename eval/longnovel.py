@@ -7,8 +7,9 @@ from eval.metrics import binary_scores, recall
 from eval.predictions import binary_decision
 
 
-def score_longnovel(gold: list[dict], preds: dict[str, dict]) -> tuple[dict, list[dict]]:
-    """Metrics and per-record rows; gold ids without a prediction count as parse failures."""
+def score_longnovel(gold: list[dict], preds: dict[str, dict], bertscore=None) -> tuple[dict, list[dict]]:
+    """Metrics and per-record rows; gold ids without a prediction count as parse failures.
+    (`bertscore`: every scorer takes it; only ANAH's uses it.)"""
     rows = []
     for rec in gold:
         pred, types = binary_decision(preds.get(rec["id"]))

@@ -4,49 +4,87 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
+from transformers import AutoConfig
 
 from eval.predict import predict_records, select_eval_records
 from eval.predictions import binary_decision
+from eval.thresholds import threshold_on_validation
+from models.annotator import load_annotator
 from models.builders import load_tokenizer, resolve_model_path
 
 Write = Callable[[dict], None]
 
 
-class AnnotatorPredictor:
-    """The checkpoint (or base model) itself: generations, or head probabilities with the stored threshold."""
+def _single(rows: list) -> list[list]:
+    return [rows]
 
-    def __init__(self, cfg: DictConfig):
-        self.cfg = cfg
+
+@dataclass(frozen=True)
+class Shard:
+    """Which share of the records this process predicts, and how every process's rows are gathered
+    (the trainer's ranks share its final evaluation; `eval/run.py` is one process)."""
+    rank: int = 0
+    world_size: int = 1
+    gather: Callable[[list], list[list]] = field(default=_single)
+
+
+def validation_records(cfg: DictConfig, splits: dict[str, list[dict]]) -> list[dict]:
+    return select_eval_records(splits.get("val") or [], list(cfg.eval.buckets), cfg.eval.max_per_bucket)
+
+
+class AnnotatorPredictor:
+    """The checkpoint (or base model) itself: generations, or head probabilities with a decision
+    threshold. The one prediction path of `eval/run.py` and of the trainer's final evaluation.
+
+    A binary head's threshold is the one stored in the model's config (`decision_threshold`), else
+    the one chosen on the validation split (`threshold_source` says which); without either, 0.5.
+    """
+
+    def __init__(self, cfg: DictConfig, path: str | None = None, shard: Shard = Shard(), progress: bool = True):
+        self.cfg, self._path, self.shard, self.progress = cfg, path, shard, progress
+        self.threshold: float | None = None
+        self.threshold_source: str | None = None
 
     @cached_property
     def path(self) -> str:
-        return resolve_model_path(self.cfg.checkpoint or self.cfg.model.name_or_path, key="checkpoint")
+        return self._path or resolve_model_path(self.cfg.checkpoint or self.cfg.model.name_or_path, key="checkpoint")
 
     @cached_property
     def tokenizer(self):
         return load_tokenizer(self.path)
 
-    def prepare(self, splits: dict[str, list[dict]], out: Path) -> None:
-        from transformers import AutoConfig
-
-        from models.annotator import load_annotator
-
+    def prepare(self, splits: dict[str, list[dict]], out: Path | None = None) -> None:
         c = self.cfg
         if c.eval.backend not in ("hf", "vllm"):
             raise ValueError(f"eval.backend: expected hf | vllm, found {c.eval.backend!r}")
-        self.threshold = None
         if c.eval.backend == "vllm" and c.task.kind == "generative":
             return                # vLLM loads the model itself
-        self.model = load_annotator(self.path, c.task.kind, c.task.head, c.model.dtype, c.model.attn_implementation)
-        self.threshold = getattr(AutoConfig.from_pretrained(self.path), "decision_threshold", None)
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.model = load_annotator(self.path, c.task.kind, c.task.head, c.model.dtype,
+                                    c.model.attn_implementation).to(device)
+        if c.task.kind == "discriminative" and c.task.head == "binary":
+            self._binary_threshold(splits)
 
-    def rows(self, records: list[dict], progress: bool, on_result: Write | None = None) -> list[dict]:
-        c = self.cfg
+    def _binary_threshold(self, splits: dict[str, list[dict]]) -> None:
+        stored = getattr(AutoConfig.from_pretrained(self.path), "decision_threshold", None)
+        val = validation_records(self.cfg, splits)
+        if stored is not None:
+            self.threshold, self.threshold_source = stored, "stored in the model's config"
+        elif val:
+            self.threshold = threshold_on_validation(
+                val, lambda recs: [row["probs"][1] for row in self.rows(recs, progress=False)])
+            self.threshold_source = f"validation split, {len(val)} records"
+
+    def rows(self, records: list[dict], progress: bool | None = None, on_result: Write | None = None) -> list[dict]:
+        """One row per record, in record order, on every process (each predicts its share)."""
+        c, s = self.cfg, self.shard
         if c.eval.backend == "vllm" and c.task.kind == "generative":
             return self._vllm_rows(records, on_result)
 
@@ -56,9 +94,12 @@ class AnnotatorPredictor:
             if on_result is not None:
                 on_result(row)
 
-        return predict_records(self.model, self.tokenizer, records, c.task.kind, c.task.template,
-                               c.eval.max_new_tokens, progress=progress, on_result=stamp,
-                               batch_size=c.eval.batch_size)
+        mine = predict_records(self.model, self.tokenizer, records[s.rank::s.world_size], c.task.kind,
+                               c.task.template, c.eval.max_new_tokens,
+                               progress=self.progress if progress is None else progress, on_result=stamp,
+                               batch_size=c.eval.batch_size, batch_tokens=c.eval.batch_tokens)
+        by_id = {row["id"]: row for part in s.gather(mine) for row in part}
+        return [by_id[r["id"]] for r in records]
 
     def _vllm_rows(self, records: list[dict], on_result: Write | None) -> list[dict]:
         from data_builders.prompts import render_messages
@@ -76,7 +117,7 @@ class AnnotatorPredictor:
         return rows
 
     def predict(self, records: list[dict], write: Write) -> None:
-        self.rows(records, progress=True, on_result=write)
+        self.rows(records, on_result=write)
 
 
 class RagPredictor(AnnotatorPredictor):
@@ -125,7 +166,6 @@ class NliPredictor:
 
     def prepare(self, splits: dict[str, list[dict]], out: Path) -> None:
         from eval.nli import NLIModel
-        from eval.thresholds import choose_threshold
 
         n = self.cfg.eval.nli
         self.model = NLIModel(n.model, n.batch_size)
@@ -135,13 +175,9 @@ class NliPredictor:
         elif saved.exists():
             self.threshold = json.loads(saved.read_text())["threshold"]
         else:
-            c = self.cfg.eval
-            val = select_eval_records(splits.get("val") or [], list(c.buckets), c.max_per_bucket)
-            if not val:
-                raise ValueError("eval.method=nli chooses its threshold on the validation split, and there is none "
-                                 "(add val.jsonl / data.corpus.val_books, or set eval.nli.threshold)")
-            scores = [self._score(r)["score"] for r in tqdm(val, desc="nli threshold (val)", dynamic_ncols=True)]
-            self.threshold = choose_threshold([r["label"] for r in val], scores)
+            val = validation_records(self.cfg, splits)
+            self.threshold = threshold_on_validation(val, lambda recs: [
+                self._score(r)["score"] for r in tqdm(recs, desc="nli threshold (val)", dynamic_ncols=True)])
             saved.write_text(json.dumps({"threshold": self.threshold, "n_val": len(val), "method": n.method}))
 
     def predict(self, records: list[dict], write: Write) -> None:

@@ -1,6 +1,8 @@
 """Decision thresholds for binary heads, chosen on a validation split (never the test split)."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from eval.metrics import binary_scores
 
 
@@ -17,3 +19,12 @@ def choose_threshold(gold: list[int], p_hallucinated: list[float]) -> float:
         return acc, -abs(t - 0.5)
 
     return max(candidates, key=quality)
+
+
+def threshold_on_validation(val_records: list[dict], scores_of: Callable[[list[dict]], list[float]]) -> float:
+    """The one way every predictor chooses its threshold: score the validation records (higher =
+    more likely hallucinated) and take `choose_threshold` of their gold labels."""
+    if not val_records:
+        raise ValueError("choosing a decision threshold needs a validation split, and there is none "
+                         "(add val.jsonl to data.root, or set data.corpus.val_books)")
+    return choose_threshold([r["label"] for r in val_records], scores_of(val_records))
