@@ -20,19 +20,63 @@ HEAD_LABELS = {
 }
 
 
-def prompt_ids(record: dict, tokenizer, template: str = "prompt_e") -> list[int]:
-    text = tokenizer.apply_chat_template(render_messages(record, template), tokenize=False,
+def _prompt_text(record: dict, tokenizer, template: str) -> str:
+    return tokenizer.apply_chat_template(render_messages(record, template), tokenize=False,
                                          add_generation_prompt=True)
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
-def encode_sample(record: dict, tokenizer, template: str = "prompt_e") -> dict:
-    """input_ids = chat prompt + target + <eos>; loss only on target and <eos>."""
-    prompt = prompt_ids(record, tokenizer, template)
+def prompt_ids(record: dict, tokenizer, template: str = "prompt_e") -> list[int]:
+    return tokenizer(_prompt_text(record, tokenizer, template), add_special_tokens=False)["input_ids"]
+
+
+def faithful_response_spans(record: dict) -> list[tuple[int, int]]:
+    """Character spans of `response` that the record's gold says are faithful: the whole response
+    of a faithful record; a hallucinated one's minus its `hallucinated_sentences`. Empty when a
+    hallucinated sentence cannot be found in the response (then nothing is known to be faithful)."""
+    response = record["response"]
+    bad = []
+    for sentence in (record.get("hallucinated_sentences") or []) if record.get("label") == 1 else []:
+        start = response.find(sentence) if sentence else -1
+        if start < 0:
+            return []
+        bad.append((start, start + len(sentence)))
+    if record.get("label") == 1 and not bad:
+        return []
+    spans, at = [], 0
+    for start, end in sorted(bad):
+        if start > at:
+            spans.append((at, start))
+        at = max(at, end)
+    return spans + ([(at, len(response))] if at < len(response) else [])
+
+
+def _response_lm_labels(record: dict, tokenizer, text: str, ids: list[int]) -> list[int]:
+    """Shifted labels that ask the model to predict the faithful sentences of the response shown
+    in the prompt (the summary under judgement), and nothing else of the prompt."""
+    labels = [IGNORE_INDEX] * len(ids)
+    offset = text.rfind(record["response"])
+    spans = [(offset + a, offset + b) for a, b in faithful_response_spans(record)] if offset >= 0 else []
+    if not spans:
+        return labels
+    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    for t in range(1, len(ids)):
+        a, b = offsets[t]
+        if any(lo <= a and b <= hi for lo, hi in spans):
+            labels[t - 1] = ids[t]
+    return labels
+
+
+def encode_sample(record: dict, tokenizer, template: str = "prompt_e", response_lm: bool = False) -> dict:
+    """input_ids = chat prompt + target + <eos>; loss on target and <eos>, and with `response_lm`
+    also on the faithful sentences of the response inside the prompt (task.response_lm)."""
+    text = _prompt_text(record, tokenizer, template)
+    prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
     target = tokenizer(render_target(record, template), add_special_tokens=False)["input_ids"]
     target.append(tokenizer.eos_token_id)
     input_ids = prompt + target
-    shift_labels = [IGNORE_INDEX] * (len(prompt) - 1) + target + [IGNORE_INDEX]
+    head = _response_lm_labels(record, tokenizer, text, prompt)[:-1] if response_lm else \
+        [IGNORE_INDEX] * (len(prompt) - 1)
+    shift_labels = head + target + [IGNORE_INDEX]
     return {"id": record["id"], "input_ids": input_ids, "shift_labels": shift_labels}
 
 

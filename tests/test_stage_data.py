@@ -5,7 +5,7 @@ from omegaconf import OmegaConf
 from data_builders.collate import IGNORE_INDEX, collate, encode_sample
 from train.data import DataError, StagePlan, plan_stage, stage_samples
 
-TASK = OmegaConf.create({"kind": "generative", "template": "prompt_e", "head": "binary"})
+TASK = OmegaConf.create({"kind": "generative", "template": "prompt_e", "head": "binary", "response_lm": False})
 REC = {"id": "x", "task": "summarization", "language": "zh", "source": "原文" * 50, "response": "摘要",
        "label": 0, "length_bucket": "S"}
 
@@ -24,6 +24,25 @@ def test_labels_are_the_shifted_target(tokenizer):
     assert ids[-1] == tokenizer.eos_token_id
     target = tokenizer.decode(ids[first + 1:], skip_special_tokens=True)
     assert target == '{"has_hallucination": "无幻觉", "details": []}'
+
+
+def _labelled_text(sample, tokenizer) -> str:
+    ids, labels = sample["input_ids"], sample["shift_labels"]
+    return tokenizer.decode([ids[t + 1] for t in range(len(ids) - 1) if labels[t] != IGNORE_INDEX])
+
+
+def test_response_lm_labels_the_faithful_summary_sentences_only(tokenizer):
+    """task.response_lm: the summary's faithful sentences are targets too; a hallucinated
+    sentence never is, and nothing else of the prompt."""
+    good, bad = "甲在城中遇见了乙。乙答应了。", "甲带着三把剑上路。"
+    rec = {**REC, "response": good + bad + "丙走了。", "label": 1, "hallucinated_sentences": [bad]}
+    text = _labelled_text(encode_sample(rec, tokenizer, "prompt_e", response_lm=True), tokenizer)
+    assert text.startswith(good + "丙走了。{") and bad not in text.split("{")[0]
+    faithful = _labelled_text(encode_sample({**rec, "label": 0}, tokenizer, "prompt_e", True), tokenizer)
+    assert faithful.startswith(rec["response"] + "{")
+    # a hallucinated sentence that is not in the response: no summary token is known to be faithful
+    elsewhere = {**rec, "hallucinated_sentences": ["别的句子。"]}
+    assert encode_sample(elsewhere, tokenizer, "prompt_e", True) == encode_sample(elsewhere, tokenizer)
 
 
 def test_collate_pads_and_masks(tokenizer):

@@ -21,6 +21,7 @@ def check_run_config(cfg: DictConfig) -> None:
     if not cfg.curriculum.stages:
         raise DataError("curriculum.stages is empty: at least one stage is needed")
     check_parallel_config(cfg)
+    check_task_config(cfg.task)
     known = set(cfg.data.bucket_budgets)
     for name in needed_buckets(cfg):
         if name not in known:
@@ -82,10 +83,16 @@ def prepare_records(cfg: DictConfig, tokenizer, run_dir: Path, info: DistInfo) -
 def encoder(task: DictConfig):
     """record -> training sample, for the task's kind."""
     if task.kind == "generative":
-        return lambda rec, tok: encode_sample(rec, tok, task.template)
+        return lambda rec, tok: encode_sample(rec, tok, task.template, task.response_lm)
     if task.kind == "discriminative":
         return lambda rec, tok: encode_classification(rec, tok, task.template, task.head)
     raise DataError(f"task.kind: expected generative | discriminative, found {task.kind!r}")
+
+
+def check_task_config(task: DictConfig) -> None:
+    if task.response_lm and task.kind != "generative":
+        raise DataError(f"task.response_lm=true trains the LM head on the response: it needs task.kind=generative, "
+                        f"found {task.kind!r}")
 
 
 def stage_samples(records: list[dict], stage: DictConfig, tokenizer, task: DictConfig,
