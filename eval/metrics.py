@@ -98,4 +98,7 @@ def multiclass_scores(gold: list[str], pred: list[str | None], labels: tuple[str
         "f1_weighted": float(f1_score(gold, effective, labels=sorted(set(gold)), average="weighted",
                                       zero_division=0)),
         "n": len(gold), "parse_failures": sum(p is None for p in pred),
+        "support": {label: gold.count(label) for label in labels if label in gold},
+        "recall_by_type": {label: sum(p == g == label for g, p in zip(gold, effective)) / gold.count(label)
+                           for label in labels if label in gold},
     }

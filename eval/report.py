@@ -49,6 +49,13 @@ def anah_markdown(m: dict) -> list[str]:
     for name, s in [*m["by_language"].items(), *groups, ("all", m)]:
         lines.append(f"| {name} | {s['n']} | {_pct(s['acc'])} | {_pct(s['f1_weighted'])} | {_pct(s['rougeL'])} | "
                      f"{_pct(s.get('bertscore_f1'))} | {_pct(s['pre4'])} | {s['parse_failures']} |")
+    support = m.get("support") or {}
+    if support:
+        majority = max(support, key=support.get)
+        lines += ["", "| gold type | n | recall |", "|---|---|---|"]
+        lines += [f"| {t} | {support[t]} | {_pct(m['recall_by_type'][t])} |" for t in support]
+        lines += ["", f"Majority class: {majority} ({_pct(support[majority] / m['n'])}% of the records); "
+                  f"accuracy {_pct(m['acc'])}%."]
     return lines + ["", "RougeL and BERTScore compare the generated annotation with the gold annotation text (jieba "
                     "words for Chinese); Pre4 is ANAH's 4-gram precision of the predicted reference fragments against "
                     "the document shown (characters for Chinese, words for English)."]
