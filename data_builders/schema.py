@@ -113,7 +113,7 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
             try:
                 yield lineno, json.loads(text)
             except json.JSONDecodeError as e:
-                raise RecordError(f"malformed JSON ({e.msg} at column {e.colno})", path, lineno) from None
+                raise RecordError(f"malformed JSON: {e.msg} (column {e.colno})", path, lineno) from None
 
 
 def read_records(path: str | Path) -> list[dict]:
