@@ -8,15 +8,52 @@
 
 DIR receives `<split>.jsonl` (datasets without splits go to `--split`, default test) and
 `convert_report.txt`. A training run reads such a directory with `data=records data.root=DIR`.
+Records whose id another record already has keep apart as `<id>~2`, `<id>~3`, ... (counted and
+listed in the report); past `--max-duplicate-fraction` the conversion fails. An input error
+prints one line and exits with status 1 (2 for a usage error); `--debug` shows the traceback.
 """
 from __future__ import annotations
 
 import argparse
+import sys
+from collections import Counter
 from pathlib import Path
 
 from data_builders.schema import write_jsonl
 
 DATASETS = ("anah", "faithbench", "halueval", "ragtruth", "hallumix")
+HALUEVAL_FILES = {"qa_data": "qa", "dialogue_data": "dialogue", "summarization_data": "summarization",
+                  "general_data": "general"}
+
+
+class ConvertError(ValueError):
+    pass
+
+
+def halueval_subset(args) -> str:
+    """--subset, or the one HaluEval's released file names imply (qa_data.json -> qa)."""
+    if args.subset:
+        return args.subset
+    implied = {HALUEVAL_FILES.get(Path(p).stem) for p in args.inputs}
+    if len(implied) != 1 or None in implied:
+        raise ConvertError(f"halueval: pass --subset qa|dialogue|summarization|general; it cannot be told from "
+                           f"the file names {[Path(p).name for p in args.inputs]}")
+    subset = implied.pop()
+    print(f"halueval: --subset {subset} (from the file name)", file=sys.stderr)
+    return subset
+
+
+def separate_duplicates(out: dict[str, list[dict]]) -> list[str]:
+    """Give every repeated id a `~k` suffix (k = 2, 3, ... in reading order); return the ids renamed."""
+    seen: Counter = Counter()
+    renamed = []
+    for rows in out.values():
+        for rec in rows:
+            seen[rec["id"]] += 1
+            if seen[rec["id"]] > 1:
+                renamed.append(f"{rec['id']} -> {rec['id']}~{seen[rec['id']]}")
+                rec["id"] = f"{rec['id']}~{seen[rec['id']]}"
+    return renamed
 
 
 def _anah(args) -> tuple[dict[str, list[dict]], str]:
@@ -38,7 +75,8 @@ def _single(args) -> tuple[dict[str, list[dict]], str]:
     elif args.dataset == "halueval":
         from data_builders.halueval import import_halueval
 
-        rows = [r for p in args.inputs for r in import_halueval(p, args.subset)]
+        subset = halueval_subset(args)
+        rows = [r for p in args.inputs for r in import_halueval(p, subset)]
     else:
         from data_builders.hallumix import import_hallumix
 
@@ -54,14 +92,25 @@ def convert(args) -> str:
         from data_builders.ragtruth import import_ragtruth
 
         if len(args.inputs) != 2:
-            raise SystemExit("ragtruth: expected two inputs, response.jsonl and source_info.jsonl")
+            raise ConvertError("ragtruth: expected two inputs, response.jsonl and source_info.jsonl")
         out = import_ragtruth(*args.inputs)
         report = "RAGTruth splits from the 'split' field"
     else:
         out, report = _single(args)
+    total = sum(len(rows) for rows in out.values())
+    if not total:
+        raise ConvertError(f"{args.dataset}: no records in {args.inputs}: the input is empty")
+    renamed = separate_duplicates(out)
+    if len(renamed) > args.max_duplicate_fraction * total:
+        raise ConvertError(f"{args.dataset}: {len(renamed)} of {total} records repeat an id, more than "
+                           f"--max-duplicate-fraction={args.max_duplicate_fraction}; first: {renamed[:5]}")
     out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
     counts = ", ".join(f"{write_jsonl(out_dir / f'{split}.jsonl', rows)} {split}" for split, rows in out.items())
     report = f"{args.dataset}: {counts} records written to {out_dir}\n{report}\n"
+    if renamed:
+        report += f"{len(renamed)} records repeated an id and were kept apart:\n" + \
+            "".join(f"  {r}\n" for r in renamed)
     (out_dir / "convert_report.txt").write_text(report, encoding="utf-8")
     return report
 
@@ -79,8 +128,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ranker", default="none",
                         help="anah: 'minilm' (bundled MiniLM), a sentence-transformers path, or 'none' (BM25 only)")
     parser.add_argument("--pooling", default="worst", help="faithbench: worst | best | majority")
-    parser.add_argument("--subset", default="qa", help="halueval: qa | dialogue | summarization | general")
-    print(convert(parser.parse_args(argv)), end="")
+    parser.add_argument("--subset", choices=sorted(set(HALUEVAL_FILES.values())),
+                        help="halueval: which file (default: from HaluEval's released file names)")
+    parser.add_argument("--max-duplicate-fraction", type=float, default=0.01,
+                        help="fail when more records than this share repeat an id (default 0.01)")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an input error")
+    args = parser.parse_args(argv)
+    try:
+        print(convert(args), end="")
+    except (ValueError, OSError) as e:      # RecordError, ConvertError, a missing or unreadable file
+        if args.debug:
+            raise
+        print(f"convert: error: {e}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

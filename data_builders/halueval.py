@@ -39,7 +39,7 @@ def import_halueval(path: str | Path, subset: str) -> list[dict]:
         for name in FIELDS[subset]:
             if name not in row:
                 raise RecordError("missing required field", str(path), line, name)
-        stem = f"halueval-{subset}-{row.get('ID', line)}"
+        stem = f"halueval-{subset}-{path.stem}-{row.get('ID', line)}"   # the file's name keeps two files apart
         if subset == "general":
             flag = str(row["hallucination"]).strip().lower()
             if flag not in ("yes", "no"):

@@ -38,7 +38,7 @@ HALUEVAL = {
 def test_halueval(tmp_path, subset):
     records = import_halueval(_jsonl(tmp_path / f"{subset}.json", [HALUEVAL[subset]]), subset)
     if subset == "general":
-        assert [(r["label"], r["id"]) for r in records] == [(0, "halueval-general-7")]
+        assert [(r["label"], r["id"]) for r in records] == [(0, "halueval-general-general-7")]
         return
     assert [r["label"] for r in records] == [0, 1] and records[0]["source"] == records[1]["source"]
     assert records[1]["response"] in HALUEVAL[subset].values()

@@ -1,5 +1,6 @@
 """The trainer under torchrun with gloo and DeepSpeed ZeRO-3 CPU offload (slow: ~2-3 minutes)."""
 import json
+import shutil
 import subprocess
 import sys
 
@@ -58,6 +59,21 @@ def test_run_directory_contract(uninterrupted):
     tables = {p.parent.name + "/" + p.name.rsplit("_", 2)[0]
               for p in (out / "wandb").glob("offline-run-*/files/media/table/**/*.table.json")}
     assert {"s2k/buckets", "s2k/type_recall", "eval/buckets", "eval/predictions"} <= tables, tables
+
+
+def test_check_run_accepts_the_run_and_names_what_breaks_it(uninterrupted, tmp_path, capsys):
+    from train.check_run import main as check_run
+
+    assert check_run([str(uninterrupted), "--min-held-out", "4", "--max-parse-failures", "1.0"]) == 0
+    assert check_run([str(uninterrupted), "--min-held-out", "5"]) == 1
+    assert "4 held-out records scored, fewer than 5" in capsys.readouterr().out
+    broken = tmp_path / "runs" / "b"
+    shutil.copytree(uninterrupted, broken, ignore=shutil.ignore_patterns("wandb", "step-*"))
+    shutil.rmtree(broken / "checkpoints" / "1-s4k" / "hf")
+    (broken / "eval" / "metrics.json").unlink()
+    assert check_run(["--latest", str(broken.parent)]) == 1
+    out = capsys.readouterr().out
+    assert "stage 's4k' has no export" in out and "metrics.json: missing" in out
 
 
 def test_resume_reproduces_the_uninterrupted_losses(uninterrupted, tmp_path):

@@ -1,0 +1,99 @@
+"""Check a finished run directory against the run-directory contract, and optionally against the
+scores its annotator must reach (what CI asks of the README's demo).
+
+    python -m train.check_run outputs/longnovel_curriculum_demo/<stamp> --min-mcc 0.3 --max-parse-failures 0.05
+    python -m train.check_run --latest outputs/longnovel_curriculum_demo ...
+
+Exit status 0 when every check holds, 1 otherwise (each failed check is listed).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+from train.run_dir import LOG_FIELDS
+
+
+def contract_problems(run_dir: Path) -> list[str]:
+    """What the run directory lacks: config, a log row per step with its fields, every stage's
+    export, the final evaluation."""
+    problems = []
+    config_path = run_dir / "config.yaml"
+    if not config_path.is_file():
+        return [f"{config_path}: missing"]
+    config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    log = run_dir / "train_log.jsonl"
+    rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()] if log.is_file() else []
+    if not rows:
+        problems.append(f"{log}: missing or empty")
+    for i, row in enumerate(rows):
+        lacking = [f for f in LOG_FIELDS if f not in row]
+        if lacking:
+            problems.append(f"{log}:{i + 1}: lacks {lacking}")
+            break
+    for i, stage in enumerate(config["curriculum"]["stages"]):
+        export = run_dir / "checkpoints" / f"{i}-{stage['name']}" / "hf" / "config.json"
+        if not export.is_file():
+            problems.append(f"{export}: missing (stage {stage['name']!r} has no export)")
+        if rows and not any(r.get("stage") == stage["name"] for r in rows):
+            problems.append(f"{log}: no step of stage {stage['name']!r}")
+    if config["eval"]["enabled"]:
+        problems += [f"{p}: missing" for p in (run_dir / "eval" / "metrics.json", run_dir / "eval" / "report.md")
+                     if not p.is_file()]
+    return problems
+
+
+def score_problems(metrics: dict, min_mcc: float | None, max_parse_failures: float | None,
+                   min_acc_over_majority: float | None, min_held_out: int | None = None) -> list[str]:
+    """LongNovel / binary metrics carry `overall` (MCC, parse failures); ANAH's carry `acc` and
+    `support` per type, against which the majority class is measured."""
+    problems = []
+    overall = metrics.get("overall", metrics)
+    n = overall.get("n") or 0
+    if min_held_out is not None and n < min_held_out:
+        problems.append(f"{n} held-out records scored, fewer than {min_held_out}")
+    if min_mcc is not None and not (overall.get("mcc") or 0) >= min_mcc:
+        problems.append(f"overall MCC {overall.get('mcc')} < {min_mcc}")
+    if max_parse_failures is not None and n and overall.get("parse_failures", 0) / n > max_parse_failures:
+        problems.append(f"parse failures {overall['parse_failures']}/{n} > {max_parse_failures:.0%}")
+    if min_acc_over_majority is not None:
+        support = metrics.get("support") or {}
+        majority = max(support.values()) / sum(support.values()) if support else 1.0
+        if not metrics.get("acc", 0) >= majority + min_acc_over_majority:
+            problems.append(f"accuracy {metrics.get('acc')} < majority class {majority:.4f} + {min_acc_over_majority}")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("run_dir", type=Path, help="a run directory, or with --latest the directory holding runs")
+    p.add_argument("--latest", action="store_true", help="check the newest run directory under RUN_DIR")
+    p.add_argument("--min-held-out", type=int, help="fewest test records the evaluation must score")
+    p.add_argument("--min-mcc", type=float)
+    p.add_argument("--max-parse-failures", type=float, help="largest share of unparseable outputs, e.g. 0.05")
+    p.add_argument("--min-acc-over-majority", type=float, help="ANAH: accuracy above the majority class, e.g. 0.15")
+    args = p.parse_args(argv)
+    run_dir = args.run_dir
+    if args.latest:
+        runs = sorted(d for d in run_dir.iterdir() if (d / "config.yaml").is_file()) if run_dir.is_dir() else []
+        if not runs:
+            print(f"check_run: no run directory (with config.yaml) under {run_dir}", file=sys.stderr)
+            return 2
+        run_dir = runs[-1]
+    problems = contract_problems(run_dir)
+    metrics_path = run_dir / "eval" / "metrics.json"
+    if metrics_path.is_file():
+        problems += score_problems(json.loads(metrics_path.read_text(encoding="utf-8")), args.min_mcc,
+                                   args.max_parse_failures, args.min_acc_over_majority, args.min_held_out)
+    for line in problems:
+        print(f"FAIL {line}")
+    print(f"{run_dir}: {'all checks hold' if not problems else f'{len(problems)} check(s) failed'}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
