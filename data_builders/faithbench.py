@@ -69,6 +69,20 @@ def _faithfulness(labels: list[str], hallucinated: bool) -> list[str]:
     return sorted(kinds)
 
 
+def _located(span: dict, response: str, lead: int) -> dict:
+    """The span with offsets into the stored (stripped) response: the released offsets index the raw
+    summary, whose leading whitespace the record drops. Where the shifted offsets do not point at the
+    span's text, its first occurrence is taken; a text that is not in the response gets None."""
+    text, start = span.get("summary_span"), span.get("summary_start")
+    if isinstance(start, int) and text and response[start - lead:start - lead + len(text)] == text:
+        start = start - lead
+    else:
+        start = response.find(text) if text else -1
+        start = start if start >= 0 else None
+    end = start + len(text) if start is not None else None
+    return {**span, "summary_start": start, "summary_end": end}
+
+
 def import_faithbench(path: str | Path, pooling: str = "worst",
                       hallucinated: tuple[str, ...] = DEFAULT_HALLUCINATED) -> list[dict]:
     if pooling not in POOLING:
@@ -86,11 +100,13 @@ def import_faithbench(path: str | Path, pooling: str = "worst",
         pooled = pooled_label(labels, pooling)
         label = int(pooled in hallucinated)
         meta = sample.get("metadata") or {k[5:]: v for k, v in sample.items() if k.startswith("meta_")}
-        spans = [{k: a.get(k) for k in ("summary_span", "summary_start", "summary_end", "label", "note")}
-                 for a in sample.get("annotations") or []]
+        response = sample["summary"].strip()
+        lead = len(sample["summary"]) - len(sample["summary"].lstrip())
+        spans = [_located({k: a.get(k) for k in ("summary_span", "summary_start", "summary_end", "label", "note")},
+                          response, lead) for a in sample.get("annotations") or []]
         flagged = sorted({s["summary_span"] for s in spans if s["summary_span"]}) if label else []
         rec = {"id": f"faithbench-{path.stem}-{sample['sample_id']}", "task": "summarization", "language": "en",
-               "source": sample["source"], "response": sample["summary"].strip(), "label": label,
+               "source": sample["source"], "response": response, "label": label,
                "faithfulness_labels": _faithfulness(labels, bool(label)),
                "hallucinated_sentences": flagged,
                "meta": {"pooled_label": pooled or "Consistent", "spans": spans,

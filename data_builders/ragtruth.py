@@ -7,6 +7,8 @@ from pathlib import Path
 from data_builders.schema import RecordError, iter_jsonl, validate_record
 
 TASKS = {"QA": "qa", "Summary": "summarization", "Data2txt": "summarization"}
+# kept per span so that users can filter as RAGTruth's own baseline does (with meta.quality == 'good')
+SPAN_FLAGS = ("implicit_true", "due_to_null", "meta")
 
 
 def _source(info: dict, path: str, line: int) -> tuple[str, str | None]:
@@ -40,13 +42,16 @@ def import_ragtruth(response_path: str | Path, source_info_path: str | Path) -> 
                               str(response_path), line, "source_id")
         info, info_line = sources[str(row["source_id"])]
         text, question = _source(info, str(source_info_path), info_line)
-        spans = [{"start": s["start"], "end": s["end"], "text": s["text"], "label_type": s.get("label_type")}
-                 for s in row["labels"]]
+        spans = [{"start": s["start"], "end": s["end"], "text": s["text"], "label_type": s.get("label_type"),
+                  **{k: s[k] for k in SPAN_FLAGS if k in s}} for s in row["labels"]]
+        if "split" not in row:
+            raise RecordError("missing required field (train or test)", str(response_path), line, "split")
         rec = {"id": f"ragtruth-{row['id']}", "task": TASKS[info["task_type"]], "language": "en",
                "source": text, "response": row["response"], "label": int(bool(spans)),
                "hallucinated_sentences": [s["text"] for s in spans],
-               "meta": {"spans": spans, "model": row.get("model"), "task_type": info["task_type"]}}
+               "meta": {"spans": spans, "model": row.get("model"), "task_type": info["task_type"],
+                        "quality": row.get("quality")}}
         if question:
             rec["question"] = question
-        out.setdefault(row.get("split", "train"), []).append(validate_record(rec, str(response_path), line))
+        out.setdefault(row["split"], []).append(validate_record(rec, str(response_path), line))
     return out
