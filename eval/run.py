@@ -10,9 +10,11 @@ import hydra
 from omegaconf import DictConfig
 
 import train.config  # noqa: F401  (registers the structured schemas; this entry point also uses train.tracking)
+from data_builders.user_errors import reports_user_errors
 
 
 @hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
+@reports_user_errors("eval/run.py")
 def main(cfg: DictConfig) -> None:
     from pathlib import Path
 

@@ -6,9 +6,11 @@ import hydra
 from omegaconf import DictConfig
 
 import eval.config  # noqa: F401  (registers the schema)
+from data_builders.user_errors import reports_user_errors
 
 
 @hydra.main(config_path="../configs/score", config_name="score", version_base="1.3")
+@reports_user_errors("eval/score.py")
 def main(cfg: DictConfig) -> None:
     from eval.report import report_text
     from eval.scoring import score_files

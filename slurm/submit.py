@@ -17,11 +17,13 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 import train.config  # noqa: F401  (registers the structured schemas)
+from data_builders.user_errors import reports_user_errors
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
+@reports_user_errors("slurm/submit.py")
 def main(cfg: DictConfig) -> None:
     from slurm.render import eval_script, train_script
 

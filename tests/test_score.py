@@ -1,4 +1,5 @@
 """`eval/score.py`: metrics per task, report and plots, and errors for bad input."""
+import os
 import json
 import subprocess
 import sys
@@ -147,3 +148,16 @@ def test_command_line(longnovel, tmp_path):
     assert json.loads((tmp_path / "cli" / "metrics.json").read_text())["overall"]["n"] == 5
     assert not (tmp_path / "outputs").exists() and not (tmp_path / ".hydra").exists()
     assert not list(tmp_path.glob("*.log")), "Hydra must not leave a job log in the working directory"
+
+
+def test_a_user_error_is_one_message_without_traceback(tmp_path):
+    """Entry points report bad input in one message and exit 1; HYDRA_FULL_ERROR=1 shows the traceback."""
+    args = [sys.executable, str(REPO / "eval" / "score.py"), "task=longnovel", f"gold={tmp_path / 'none.jsonl'}",
+            f"predictions={tmp_path / 'p.jsonl'}", f"output_dir={tmp_path / 'o'}"]
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    proc = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 1 and proc.stderr.startswith("eval/score.py: error: gold=")
+    assert "Traceback" not in proc.stderr
+    full = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**env, "HYDRA_FULL_ERROR": "1"})
+    assert full.returncode == 1 and "Traceback" in full.stderr

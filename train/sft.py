@@ -6,9 +6,11 @@ import hydra
 from omegaconf import DictConfig
 
 import train.config  # noqa: F401  (registers the structured schemas)
+from data_builders.user_errors import reports_user_errors
 
 
 @hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
+@reports_user_errors("train/sft.py")
 def main(cfg: DictConfig) -> None:
     from models.builders import resolve_model_path
     from train.data import check_run_config
