@@ -1,6 +1,6 @@
 """`eval/score.py`: metrics per task, report and plots, and errors for bad input."""
-import os
 import json
+import os
 import subprocess
 import sys
 
