@@ -1,0 +1,49 @@
+"""Every command block of the README is accounted for: CI runs it (`ci:install`, `ci:demo`,
+`ci:test`), a named test runs it (`ci:tested-by <file>::<test>`), or it is marked as needing what CI
+has not got (`ci:skip <reason>`: GPUs, a cluster, released data, local model weights)."""
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+MARKER = re.compile(r"<!-- ci:(install|demo|test|tested-by|skip)\b\s*(.*?)\s*-->")
+RUN_BY_CI = {"install", "demo", "test"}
+
+
+def command_blocks() -> list[tuple[int, str, str | None, str]]:
+    """(line, block text, marker kind or None, marker argument) of every ```bash block."""
+    lines = README.read_text(encoding="utf-8").splitlines()
+    blocks, i = [], 0
+    while i < len(lines):
+        if lines[i].strip() == "```bash":
+            end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+            before = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
+            m = MARKER.search(before)
+            blocks.append((i + 1, "\n".join(lines[i + 1:end]), m and m.group(1), m.group(2) if m else ""))
+            i = end
+        i += 1
+    return blocks
+
+
+def test_every_command_block_is_run_or_marked_with_a_reason():
+    unmarked = [f"README.md:{line}" for line, _, kind, _ in command_blocks() if kind is None]
+    assert not unmarked, f"command blocks without a <!-- ci:... --> marker: {unmarked}"
+    kinds = [kind for _, _, kind, _ in command_blocks()]
+    assert kinds.count("install") == kinds.count("demo") == kinds.count("test") == 1
+    for line, _, kind, arg in command_blocks():
+        assert kind != "skip" or len(arg) > 10, f"README.md:{line}: ci:skip needs a reason"
+
+
+@pytest.mark.parametrize("line,block,arg", [(line, block, arg) for line, block, kind, arg in command_blocks()
+                                            if kind == "tested-by"])
+def test_tested_by_names_a_test_that_runs_the_block_command(line, block, arg):
+    path, _, name = arg.partition("::")
+    source = (README.parent / path).read_text(encoding="utf-8")
+    assert re.search(rf"def {re.escape(name)}\(", source), f"README.md:{line}: no test {arg}"
+    body = source[source.index(f"def {name}("):]
+    body = body[:body.find("\ndef ", 1) if "\ndef " in body[1:] else len(body)]
+    names = re.findall(r"(\w+/\w+)\.py|-m (\w+\.\w+)|\+exp=(\w+)", block)
+    stems = {(a or b.replace(".", "/") or c).split("/")[-1] for a, b, c in names} - {"sft"}
+    assert stems, f"README.md:{line}: no program or experiment in the block"
+    assert any(stem in body for stem in stems), f"README.md:{line}: {arg} runs none of {sorted(stems)}"
