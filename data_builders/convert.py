@@ -82,7 +82,12 @@ def _single(args) -> tuple[dict[str, list[dict]], str]:
 
         rows = [r for p in args.inputs for r in import_hallumix(p)]
     n_hallu = sum(r.get("label") == 1 for r in rows)
-    return {args.split: rows}, f"{len(rows)} records ({n_hallu} hallucinated, {len(rows) - n_hallu} faithful)"
+    report = f"{len(rows)} records ({n_hallu} hallucinated, {len(rows) - n_hallu} faithful)"
+    untyped = sum(r.get("label") == 1 and r.get("faithfulness_labels") == [] for r in rows)
+    if untyped:
+        report += (f"\n{untyped} hallucinated records have no Intrinsic / Extrinsic label in their annotations: "
+                   "their faithfulness_labels are empty")
+    return {args.split: rows}, report
 
 
 def convert(args) -> str:

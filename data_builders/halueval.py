@@ -31,6 +31,17 @@ def _pair(subset: str, row: dict, stem: str) -> list[dict]:
             {**base, "id": f"{stem}-h", "language": "en", "response": row[wrong], "label": 1}]
 
 
+def located_spans(response: str, texts: list) -> list[dict]:
+    """general's `hallucination_spans` (texts) with offsets into the response; a text that is not in
+    it keeps None offsets."""
+    out = []
+    for text in texts:
+        start = response.find(text) if isinstance(text, str) and text else -1
+        out.append({"text": text, "start": start if start >= 0 else None,
+                    "end": start + len(text) if start >= 0 else None})
+    return out
+
+
 def import_halueval(path: str | Path, subset: str) -> list[dict]:
     if subset not in FIELDS:
         raise ValueError(f"HaluEval subset: expected one of {sorted(FIELDS)}, found {subset!r}")
@@ -45,9 +56,10 @@ def import_halueval(path: str | Path, subset: str) -> list[dict]:
             if flag not in ("yes", "no"):
                 raise RecordError(f"expected 'yes' or 'no', found {row['hallucination']!r}", str(path), line,
                                   "hallucination")
+            spans = located_spans(row["chatgpt_response"], row.get("hallucination_spans") or [])
             rows = [{"id": stem, "task": "qa", "language": "en", "source": "", "question": row["user_query"],
                      "response": row["chatgpt_response"], "label": int(flag == "yes"),
-                     "meta": {"no_source": True}}]
+                     "hallucinated_sentences": [x["text"] for x in spans], "meta": {"no_source": True, "spans": spans}}]
         else:
             rows = _pair(subset, row, stem)
         records += [validate_record(r, str(path), line) for r in rows]

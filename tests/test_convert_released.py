@@ -40,6 +40,9 @@ def test_repeated_ids_are_kept_apart_and_reported(tmp_path):
     ids = [r["id"] for r in read_records(tmp_path / "g" / "test.jsonl")]      # the project's reader accepts it
     assert ids == ["halueval-general-general_data-ID", "halueval-general-general_data-ID~2",
                    "halueval-general-general_data-12"]
+    quito = read_records(tmp_path / "g" / "test.jsonl")[1]
+    span = quito["meta"]["spans"][0]
+    assert quito["response"][span["start"]:span["end"]] == "Quito" == quito["hallucinated_sentences"][0]
     assert "1 records repeated an id and were kept apart" in (tmp_path / "g" / "convert_report.txt").read_text()
     strict = convert("halueval", tmp_path / "general_data.json", "--out", tmp_path / "s")
     assert strict.returncode == 1 and "1 of 3 records repeat an id" in strict.stderr
