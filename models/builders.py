@@ -19,6 +19,8 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer, PretrainedConfig, Qwen3Config
 
+from data_builders.sample_cache import cache_root
+
 EMBEDDED_PREFIX = "embedded:"
 BUILD_VERSION = 1  # bump when a builder or the embedded tokenizer changes
 
@@ -33,10 +35,6 @@ def qwen3_tiny(vocab_size: int) -> PretrainedConfig:
 
 
 EMBEDDED_BUILDERS: dict[str, Callable[[int], PretrainedConfig]] = {"qwen3-tiny": qwen3_tiny}
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("HALLU_CACHE", Path.home() / ".cache" / "hallu-annotators"))
 
 
 class ModelPathError(ValueError):

@@ -91,3 +91,21 @@ def test_each_step_splits_its_global_batch_across_ranks(dp, micro, accum):
     as_dp = StagePlan(50, dp * accum, micro, 1, 30, 1)
     assert sorted(sum(as_dp.rank_indices(3, 0) + as_dp.rank_indices(3, 1), [])) == \
         sorted(sum(StagePlan(50, 1, micro, dp * accum, 30, 1).rank_indices(3, 0)[:2], []))
+
+
+def test_encoded_samples_are_cached_by_records_tokenizer_and_settings(tokenizer, tmp_path):
+    from data_builders.sample_cache import encoded_samples
+
+    calls = []
+
+    def encode(rec, tok):
+        calls.append(rec["id"])
+        return encode_sample(rec, tok)
+
+    records = [{**REC, "id": f"r{i}", "source": "原文" * (5 + i)} for i in range(4)]
+    first = encoded_samples(records, encode, tokenizer, "a", root=tmp_path)
+    assert first == [encode_sample(r, tokenizer) for r in records] and len(calls) == 4
+    assert encoded_samples(records, encode, tokenizer, "a", root=tmp_path) == first and len(calls) == 4
+    encoded_samples(records, encode, tokenizer, "b", root=tmp_path)                  # other settings
+    encoded_samples(records[:3] + [{**records[3], "response": "别的"}], encode, tokenizer, "a", root=tmp_path)
+    assert len(calls) == 12 and len(list((tmp_path / "samples").glob("*.arrow"))) == 3

@@ -10,6 +10,7 @@ import torch
 from omegaconf import DictConfig
 
 from data_builders.collate import encode_classification, encode_sample, pack_samples
+from data_builders.sample_cache import encoded_samples
 from data_builders.schema import write_jsonl
 from data_builders.sources import DataError, build_records, in_bucket, needed_buckets, read_splits
 from models.sequence_parallel import SP_MODES, SPMesh
@@ -102,8 +103,9 @@ def stage_samples(records: list[dict], stage: DictConfig, tokenizer, task: DictC
     pool = in_bucket(records, stage.bucket)
     if not pool:
         raise DataError(f"curriculum stage {stage.name!r}: no training records in bucket {stage.bucket!r}")
-    encode = encoder(task)
-    samples = [s for s in (encode(r, tokenizer) for r in pool) if len(s["input_ids"]) <= stage.max_seq_len]
+    settings = f"{task.kind}|{task.template}|{task.head}|{task.response_lm}"
+    encoded = encoded_samples(pool, encoder(task), tokenizer, settings)
+    samples = [s for s in encoded if len(s["input_ids"]) <= stage.max_seq_len]
     skipped = len(pool) - len(samples)
     if skipped / len(pool) > max_skip_fraction:
         raise DataError(
