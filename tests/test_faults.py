@@ -102,14 +102,19 @@ def test_non_finite_loss_stops_with_stage_and_step_and_keeps_the_checkpoint(tmp_
     assert [r["step"] for r in read_train_log(out)] == list(range(1, bad_step))
 
 
-def test_config_error_before_any_process_group(tmp_path):
+@pytest.mark.parametrize("override,key", [
+    ("parallel.sp_size=4", "parallel.sp_size=4"),
+    ("curriculum.stages=[{name: a, bucket: S, max_seq_len: 2048, max_steps: 1, sp_size: 3}]",
+     "curriculum stage 'a' sp_size=3")])
+def test_config_error_before_any_process_group(tmp_path, override, key):
     """WORLD_SIZE=2 with no second rank: joining a process group would wait for it; the error comes first."""
     env = {**os.environ, "WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": str(free_port())}
     start = time.time()
-    proc = subprocess.run([sys.executable, str(REPO / "train" / "sft.py"), *BASE, "parallel.sp_size=4",
+    proc = subprocess.run([sys.executable, str(REPO / "train" / "sft.py"), *BASE, override,
                            f"output_dir={tmp_path}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode != 0 and "sp_size" in proc.stderr and time.time() - start < 60
+    assert proc.returncode == 1 and key in proc.stderr and time.time() - start < 60
+    assert "Traceback" not in proc.stderr
 
 
 @pytest.mark.slow

@@ -131,6 +131,23 @@ def test_missing_model_path_fails_at_once_naming_the_key():
     assert "model.name_or_path" in proc.stderr and "+exp=longnovel_curriculum_demo" in proc.stderr
 
 
+def test_a_stage_may_change_the_sequence_parallel_degree(tmp_path):
+    """Stage 0 runs data-parallel over both ranks (2 samples a step), stage 1 splits each sample
+    across them with ring attention (1 sample a step), in one launch."""
+    stages = ["curriculum.stages=[{name: s2k, bucket: S, max_seq_len: 2048, max_steps: 3, sp_size: 1},"
+              "{name: s4k, bucket: M, max_seq_len: 4096, max_steps: 2, sp_size: 2}]", "eval.enabled=false"]
+    proc = _ok(torchrun(2, TINY + stages + [f"output_dir={tmp_path}"]))
+    assert "sequence-parallel 1 x data-parallel 2" in proc.stdout
+    assert "sequence-parallel 2 x data-parallel 1" in proc.stdout
+    log = read_train_log(tmp_path)
+    assert [r["stage"] for r in log] == ["s2k"] * 3 + ["s4k"] * 2 and all(r["loss"] > 0 for r in log)
+    samples = [json.loads(x) for x in (tmp_path / "data" / "train.jsonl").read_text().splitlines()]
+    longest_m = max(r["n_tokens"] for r in samples if r["length_bucket"] == "M")
+    assert all(r["tokens"] <= longest_m for r in log[3:]), "an SP step holds one sample, split across the ranks"
+    assert any(r["tokens"] > max(r["n_tokens"] for r in samples if r["length_bucket"] == "S") for r in log[:3])
+    assert (tmp_path / "checkpoints" / "1-s4k" / "hf" / "model.safetensors").exists()
+
+
 @pytest.mark.parametrize("zero", ["zero2", "none"])
 def test_other_zero_stages_train_and_export(tmp_path, zero):
     one_stage = ["curriculum.stages=[{name: s2k, bucket: S, max_seq_len: 2048, max_steps: 2}]",

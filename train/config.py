@@ -87,6 +87,7 @@ class StageConfig:
     epochs: float = 2.0
     max_steps: Optional[int] = None       # a bridge stage sets a fixed number of steps
     lr: Optional[float] = None            # default: optim.lr
+    sp_size: Optional[int] = None         # sequence-parallel degree of this stage (default: parallel.sp_size)
 
 
 @dataclass

@@ -13,7 +13,7 @@ from data_builders.collate import encode_classification, encode_sample, pack_sam
 from data_builders.sample_cache import encoded_samples
 from data_builders.schema import write_jsonl
 from data_builders.sources import DataError, build_records, in_bucket, needed_buckets, read_splits
-from models.sequence_parallel import SP_MODES, SPMesh
+from models.sequence_parallel import SP_MODES
 from train.distributed import DistInfo, barrier
 
 
@@ -42,19 +42,33 @@ def check_run_config(cfg: DictConfig) -> None:
                         f"found {cfg.data.source!r}")
 
 
+def stage_sp_size(cfg: DictConfig, stage: DictConfig) -> int:
+    """A stage's sequence-parallel degree: its own `sp_size`, else `parallel.sp_size`."""
+    return stage.sp_size if stage.sp_size is not None else cfg.parallel.sp_size
+
+
+def sp_sizes(cfg: DictConfig) -> list[int]:
+    """Every SP degree the run uses, `parallel.sp_size` first (process groups are built for each)."""
+    return [cfg.parallel.sp_size] + [stage_sp_size(cfg, s) for s in cfg.curriculum.stages]
+
+
 def check_parallel_config(cfg: DictConfig) -> None:
-    SPMesh(int(os.environ.get("WORLD_SIZE", "1")), cfg.parallel.sp_size)   # divisibility, before any group
     if cfg.parallel.sp_mode not in SP_MODES:
         raise ValueError(f"parallel.sp_mode: expected one of {list(SP_MODES)}, found {cfg.parallel.sp_mode!r}")
-    if cfg.data.packing and (cfg.task.kind != "generative" or cfg.optim.micro_batch_size != 1
-                             or (cfg.parallel.sp_size > 1 and cfg.parallel.sp_mode != "zigzag_varlen")):
-        raise ValueError("data.packing=true packs generative samples into one row per micro-batch: it needs "
-                         f"task.kind=generative (found {cfg.task.kind}), optim.micro_batch_size=1 (found "
-                         f"{cfg.optim.micro_batch_size}) and, with parallel.sp_size > 1, "
-                         "parallel.sp_mode=zigzag_varlen")
-    if cfg.parallel.sp_size > 1 and cfg.optim.micro_batch_size != 1:
-        raise ValueError(f"parallel.sp_size={cfg.parallel.sp_size} needs optim.micro_batch_size=1 "
-                         f"(found {cfg.optim.micro_batch_size}); raise optim.grad_accum instead")
+    for stage in [None, *cfg.curriculum.stages]:
+        sp = cfg.parallel.sp_size if stage is None else stage_sp_size(cfg, stage)
+        key = "parallel.sp_size" if stage is None or stage.sp_size is None else f"curriculum stage {stage.name!r} sp_size"
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if sp < 1 or world % sp:       # before any process group exists
+            raise ValueError(f"{key}={sp} must be >= 1 and divide the number of ranks {world}")
+        if cfg.data.packing and (cfg.task.kind != "generative" or cfg.optim.micro_batch_size != 1
+                                 or (sp > 1 and cfg.parallel.sp_mode != "zigzag_varlen")):
+            raise ValueError("data.packing=true packs generative samples into one row per micro-batch: it needs "
+                             f"task.kind=generative (found {cfg.task.kind}), optim.micro_batch_size=1 (found "
+                             f"{cfg.optim.micro_batch_size}) and, with {key} > 1, parallel.sp_mode=zigzag_varlen")
+        if sp > 1 and cfg.optim.micro_batch_size != 1:
+            raise ValueError(f"{key}={sp} needs optim.micro_batch_size=1 (found {cfg.optim.micro_batch_size}); "
+                             "raise optim.grad_accum instead")
 
 
 def prepare_records(cfg: DictConfig, tokenizer, run_dir: Path, info: DistInfo) -> dict[str, list[dict]]:

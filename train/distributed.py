@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 import torch
@@ -25,6 +25,7 @@ class DistInfo:
     device: torch.device
     sp_size: int = 1
     sp_group: object = None          # this rank's sequence-parallel group (None when sp_size == 1)
+    sp_groups: dict = field(default_factory=dict)   # sp degree -> this rank's group, for every degree built
 
     @property
     def is_main(self) -> bool:
@@ -42,9 +43,19 @@ class DistInfo:
     def dp_size(self) -> int:
         return self.world_size // self.sp_size
 
+    def with_sp(self, sp_size: int) -> DistInfo:
+        """The same ranks under another SP degree (a curriculum stage's own); its groups were built
+        by `init_distributed`."""
+        if sp_size > 1 and sp_size not in self.sp_groups:
+            raise ValueError(f"sequence-parallel degree {sp_size} has no process groups; built: "
+                             f"{sorted(self.sp_groups) or [1]}")
+        return replace(self, sp_size=sp_size, sp_group=self.sp_groups.get(sp_size))
 
-def init_distributed(sp_size: int = 1, timeout_s: int = 1800) -> DistInfo:
-    """Join the torchrun group (or form a group of one), build the SP groups, pick the device."""
+
+def init_distributed(sp_sizes: int | list[int] = 1, timeout_s: int = 1800) -> DistInfo:
+    """Join the torchrun group (or form a group of one), build the SP groups of every degree in
+    `sp_sizes` (the first is the one returned), pick the device."""
+    sp_sizes = [sp_sizes] if isinstance(sp_sizes, int) else list(sp_sizes)
     cuda = torch.cuda.is_available()
     if not cuda:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
@@ -64,13 +75,12 @@ def init_distributed(sp_size: int = 1, timeout_s: int = 1800) -> DistInfo:
                                timeout=timedelta(seconds=timeout_s))
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     rank, world = dist.get_rank(), dist.get_world_size()
-    return DistInfo(rank, world, local_rank, device, sp_size, _sp_group(SPMesh(world, sp_size), rank))
+    groups = {k: _sp_group(SPMesh(world, k), rank) for k in sorted(set(sp_sizes)) if k > 1}
+    return DistInfo(rank, world, local_rank, device, sp_groups=groups).with_sp(sp_sizes[0])
 
 
 def _sp_group(mesh: SPMesh, rank: int):
     """Every rank creates every SP group (new_group is collective); each keeps its own."""
-    if mesh.sp_size == 1:
-        return None
     mine = None
     for ranks in mesh.sp_groups():
         group = dist.new_group(ranks)

@@ -65,10 +65,10 @@ def lr_lambda(kind: str, total_steps: int, warmup_steps: int):
     return f
 
 
-def attention_backend(cfg: DictConfig) -> str:
+def attention_backend(cfg: DictConfig, sp_size: int) -> str:
     """Sequence parallelism and packed rows swap in the ring backend for training (it keeps packed
     documents apart); inference keeps the configured one."""
-    if cfg.parallel.sp_size == 1 and not cfg.data.packing:
+    if sp_size == 1 and not cfg.data.packing:
         return cfg.model.attn_implementation
     from models.attention.hf_ring import register
 
@@ -80,7 +80,8 @@ def load_model(cfg: DictConfig, path: str, attn_implementation: str, lora: bool 
                           cfg.model.lora if lora else None)
 
 
-def build_engine(cfg: DictConfig, weights_dir: str, world_size: int, lr: float, total_steps: int):
+def build_engine(cfg: DictConfig, weights_dir: str, world_size: int, lr: float, total_steps: int,
+                 sp_size: int | None = None):
     """A fresh DeepSpeed engine (new optimizer and scheduler) on the weights in `weights_dir`."""
     import deepspeed
     from transformers.integrations import HfDeepSpeedConfig
@@ -91,7 +92,8 @@ def build_engine(cfg: DictConfig, weights_dir: str, world_size: int, lr: float, 
         config["optimizer"]["params"]["lr"] = lr
     keep_alive = HfDeepSpeedConfig(config) if cfg.deepspeed.zero_stage == 3 else None
     try:
-        model = load_model(cfg, weights_dir, attention_backend(cfg), lora=cfg.model.lora.enabled)
+        sp = cfg.parallel.sp_size if sp_size is None else sp_size
+        model = load_model(cfg, weights_dir, attention_backend(cfg, sp), lora=cfg.model.lora.enabled)
     finally:
         del keep_alive
         unset_hf_deepspeed_config()

@@ -13,14 +13,14 @@ from data_builders.user_errors import reports_user_errors
 @reports_user_errors("train/sft.py")
 def main(cfg: DictConfig) -> None:
     from models.builders import resolve_model_path
-    from train.data import check_run_config
+    from train.data import check_run_config, sp_sizes
     from train.distributed import init_distributed, teardown
     from train.trainer import train
 
     if not str(cfg.model.name_or_path or "").startswith("embedded:"):   # fail before any process group
         resolve_model_path(cfg.model.name_or_path)
     check_run_config(cfg)
-    info = init_distributed(cfg.parallel.sp_size)
+    info = init_distributed(sp_sizes(cfg))
     try:
         train(cfg, info)
     finally:
