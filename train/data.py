@@ -57,7 +57,8 @@ def check_parallel_config(cfg: DictConfig) -> None:
         raise ValueError(f"parallel.sp_mode: expected one of {list(SP_MODES)}, found {cfg.parallel.sp_mode!r}")
     for stage in [None, *cfg.curriculum.stages]:
         sp = cfg.parallel.sp_size if stage is None else stage_sp_size(cfg, stage)
-        key = "parallel.sp_size" if stage is None or stage.sp_size is None else f"curriculum stage {stage.name!r} sp_size"
+        own = stage is not None and stage.sp_size is not None
+        key = f"curriculum stage {stage.name!r} sp_size" if own else "parallel.sp_size"
         world = int(os.environ.get("WORLD_SIZE", "1"))
         if sp < 1 or world % sp:       # before any process group exists
             raise ValueError(f"{key}={sp} must be >= 1 and divide the number of ranks {world}")
