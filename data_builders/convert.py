@@ -112,6 +112,11 @@ def convert(args) -> str:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     counts = ", ".join(f"{write_jsonl(out_dir / f'{split}.jsonl', rows)} {split}" for split, rows in out.items())
+    if args.parquet:
+        from data_builders.hf_datasets import records_dataset
+
+        for split, rows in out.items():
+            records_dataset(rows).to_parquet(str(out_dir / f"{split}.parquet"))
     report = f"{args.dataset}: {counts} records written to {out_dir}\n{report}\n"
     if renamed:
         report += f"{len(renamed)} records repeated an id and were kept apart:\n" + \
@@ -137,6 +142,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="halueval: which file (default: from HaluEval's released file names)")
     parser.add_argument("--max-duplicate-fraction", type=float, default=0.01,
                         help="fail when more records than this share repeat an id (default 0.01)")
+    parser.add_argument("--parquet", action="store_true",
+                        help="also write <split>.parquet (load with datasets.Dataset.from_parquet)")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an input error")
     args = parser.parse_args(argv)
     try:

@@ -49,11 +49,17 @@ def test_repeated_ids_are_kept_apart_and_reported(tmp_path):
     assert "Traceback" not in strict.stderr and not (tmp_path / "s" / "test.jsonl").exists()
 
 
-def test_two_input_files_never_share_an_id(tmp_path):
+def test_two_input_files_never_share_an_id_and_parquet_holds_the_same_records(tmp_path):
+    from datasets import Dataset
+
+    from data_builders.hf_datasets import dataset_records
+
     a, b = _write(tmp_path / "qa_data.json", [QA]), _write(tmp_path / "qa_more.json", [QA])
-    done = convert("halueval", a, b, "--subset", "qa", "--out", tmp_path / "q")
+    done = convert("halueval", a, b, "--subset", "qa", "--out", tmp_path / "q", "--parquet")
     assert done.returncode == 0, done.stderr
-    assert len({r["id"] for r in read_records(tmp_path / "q" / "test.jsonl")}) == 4
+    records = read_records(tmp_path / "q" / "test.jsonl")
+    assert len({r["id"] for r in records}) == 4
+    assert dataset_records(Dataset.from_parquet(str(tmp_path / "q" / "test.parquet"))) == records
 
 
 @pytest.mark.parametrize("name,content,message", [
