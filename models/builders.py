@@ -57,13 +57,17 @@ def resolve_model_path(name_or_path: str | None, key: str = "model.name_or_path"
         f"{EMBEDDED_PREFIX}<{'|'.join(EMBEDDED_BUILDERS)}> (see +exp=longnovel_curriculum_demo)")
 
 
+def _complete(path: Path) -> bool:
+    return all((path / f).exists() for f in ("config.json", "model.safetensors", "tokenizer.json"))
+
+
 def materialize_embedded(name: str, seed: int = 0) -> Path:
     """Build the named tiny model and its tokenizer once; concurrent callers are safe."""
     if name not in EMBEDDED_BUILDERS:
         raise ModelPathError(f"unknown embedded model {name!r}; expected one of {list(EMBEDDED_BUILDERS)}")
     stamp = json.dumps([name, seed, BUILD_VERSION, transformers.__version__])
     final = cache_root() / "embedded" / f"{name}-{hashlib.sha1(stamp.encode()).hexdigest()[:10]}"
-    if (final / "config.json").exists():
+    if _complete(final):
         return final
     from models.tokenizer import build_tokenizer
 
@@ -79,6 +83,12 @@ def materialize_embedded(name: str, seed: int = 0) -> Path:
     model.generation_config.pad_token_id = config.pad_token_id
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
+    if not _complete(tmp):   # save_pretrained writes nothing on a rank other than 0 of a process group
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ModelPathError(f"embedded model {name!r}: the weights were not written to {tmp}; build it before "
+                             "joining a process group (train/sft.py does)")
+    if final.exists() and not _complete(final):    # left by an interrupted or broken build
+        shutil.rmtree(final, ignore_errors=True)
     try:
         os.rename(tmp, final)
     except OSError:  # another process finished first; its copy is identical

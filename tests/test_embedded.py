@@ -28,3 +28,16 @@ def test_unknown_embedded_model_is_named():
 
     with pytest.raises(ModelPathError, match="unknown embedded model 'llama-tiny'"):
         resolve_model_path("embedded:llama-tiny")
+
+
+def test_an_incomplete_embedded_build_is_replaced(tmp_path, monkeypatch):
+    """A cache directory holding only the tokenizer (what a rank other than 0 of a process group used
+    to leave: save_pretrained writes nothing there) is rebuilt, not loaded."""
+    from models.builders import materialize_embedded
+
+    monkeypatch.setenv("HALLU_CACHE", str(tmp_path))
+    path = materialize_embedded("qwen3-tiny")
+    for name in ("config.json", "model.safetensors", "generation_config.json"):
+        (path / name).unlink()
+    assert materialize_embedded("qwen3-tiny") == path
+    assert (path / "config.json").exists() and (path / "model.safetensors").exists()

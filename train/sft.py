@@ -17,8 +17,9 @@ def main(cfg: DictConfig) -> None:
     from train.distributed import init_distributed, teardown
     from train.trainer import train
 
-    if not str(cfg.model.name_or_path or "").startswith("embedded:"):   # fail before any process group
-        resolve_model_path(cfg.model.name_or_path)
+    # before any process group: a missing path fails at once, and the embedded model is written by
+    # every process on its own (under a process group, save_pretrained writes on rank 0 only)
+    resolve_model_path(cfg.model.name_or_path)
     check_run_config(cfg)
     info = init_distributed(sp_sizes(cfg))
     try:
