@@ -34,32 +34,27 @@ def faithful_response_spans(record: dict) -> list[tuple[int, int]]:
     of a faithful record; a hallucinated one's minus its `hallucinated_sentences`. Empty when a
     hallucinated sentence cannot be found in the response (then nothing is known to be faithful)."""
     response = record["response"]
-    bad = []
-    for sentence in (record.get("hallucinated_sentences") or []) if record.get("label") == 1 else []:
-        start = response.find(sentence) if sentence else -1
-        if start < 0:
-            return []
-        bad.append((start, start + len(sentence)))
-    if record.get("label") == 1 and not bad:
+    if record.get("label") != 1:
+        return [(0, len(response))]
+    sentences = record.get("hallucinated_sentences") or []
+    starts = [response.find(s) if s else -1 for s in sentences]
+    if not sentences or min(starts) < 0:
         return []
     spans, at = [], 0
-    for start, end in sorted(bad):
+    for start, end in sorted((a, a + len(s)) for a, s in zip(starts, sentences)):
         if start > at:
             spans.append((at, start))
         at = max(at, end)
     return spans + ([(at, len(response))] if at < len(response) else [])
 
 
-def _response_lm_labels(record: dict, tokenizer, text: str, ids: list[int]) -> list[int]:
+def _response_lm_labels(record: dict, text: str, ids: list[int], offsets: list[tuple[int, int]]) -> list[int]:
     """Shifted labels that ask the model to predict the faithful sentences of the response shown
     in the prompt (the summary under judgement), and nothing else of the prompt."""
     labels = [IGNORE_INDEX] * len(ids)
     offset = text.rfind(record["response"])
     spans = [(offset + a, offset + b) for a, b in faithful_response_spans(record)] if offset >= 0 else []
-    if not spans:
-        return labels
-    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-    for t in range(1, len(ids)):
+    for t in range(1, len(ids)) if spans else ():
         a, b = offsets[t]
         if any(lo <= a and b <= hi for lo, hi in spans):
             labels[t - 1] = ids[t]
@@ -70,11 +65,12 @@ def encode_sample(record: dict, tokenizer, template: str = "prompt_e", response_
     """input_ids = chat prompt + target + <eos>; loss on target and <eos>, and with `response_lm`
     also on the faithful sentences of the response inside the prompt (task.response_lm)."""
     text = _prompt_text(record, tokenizer, template)
-    prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=response_lm)
+    prompt = encoded["input_ids"]
     target = tokenizer(render_target(record, template), add_special_tokens=False)["input_ids"]
     target.append(tokenizer.eos_token_id)
     input_ids = prompt + target
-    head = _response_lm_labels(record, tokenizer, text, prompt)[:-1] if response_lm else \
+    head = _response_lm_labels(record, text, prompt, encoded["offset_mapping"])[:-1] if response_lm else \
         [IGNORE_INDEX] * (len(prompt) - 1)
     shift_labels = head + target + [IGNORE_INDEX]
     return {"id": record["id"], "input_ids": input_ids, "shift_labels": shift_labels}

@@ -17,11 +17,9 @@ from pathlib import Path
 
 from datasets import Dataset, disable_progress_bars
 
+from data_builders.cache_dir import cache_root
+
 ENCODER_VERSION = 1     # bump when data_builders.collate changes what a sample holds
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("HALLU_CACHE", Path.home() / ".cache" / "hallu-annotators"))
 
 
 def tokenizer_fingerprint(tokenizer) -> str:

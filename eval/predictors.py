@@ -74,10 +74,11 @@ class AnnotatorPredictor:
 
     def _binary_threshold(self, splits: dict[str, list[dict]]) -> None:
         stored = getattr(AutoConfig.from_pretrained(self.path), "decision_threshold", None)
-        val = validation_records(self.cfg, splits)
         if stored is not None:
             self.threshold, self.threshold_source = stored, "stored in the model's config"
-        elif val:
+            return
+        val = validation_records(self.cfg, splits)
+        if val:
             self.threshold = threshold_on_validation(
                 val, lambda recs: [row["probs"][1] for row in self.rows(recs, progress=False)])
             self.threshold_source = f"validation split, {len(val)} records"

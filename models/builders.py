@@ -19,7 +19,7 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer, PretrainedConfig, Qwen3Config
 
-from data_builders.sample_cache import cache_root
+from data_builders.cache_dir import cache_root
 
 EMBEDDED_PREFIX = "embedded:"
 BUILD_VERSION = 1  # bump when a builder or the embedded tokenizer changes

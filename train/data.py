@@ -55,11 +55,11 @@ def sp_sizes(cfg: DictConfig) -> list[int]:
 def check_parallel_config(cfg: DictConfig) -> None:
     if cfg.parallel.sp_mode not in SP_MODES:
         raise ValueError(f"parallel.sp_mode: expected one of {list(SP_MODES)}, found {cfg.parallel.sp_mode!r}")
+    world = int(os.environ.get("WORLD_SIZE", "1"))
     for stage in [None, *cfg.curriculum.stages]:
         sp = cfg.parallel.sp_size if stage is None else stage_sp_size(cfg, stage)
         own = stage is not None and stage.sp_size is not None
         key = f"curriculum stage {stage.name!r} sp_size" if own else "parallel.sp_size"
-        world = int(os.environ.get("WORLD_SIZE", "1"))
         if sp < 1 or world % sp:       # before any process group exists
             raise ValueError(f"{key}={sp} must be >= 1 and divide the number of ranks {world}")
         if cfg.data.packing and (cfg.task.kind != "generative" or cfg.optim.micro_batch_size != 1
