@@ -4,6 +4,7 @@ detection prompt. Produces records of the shared schema."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from data_builders.prompts import FAITHFUL, HALLUCINATED, ZH_TYPE
@@ -57,25 +58,27 @@ def verdict_fields(output: str, path: str, line: int) -> dict:
     }
 
 
-def import_released(path: str | Path, count_tokens=None) -> list[dict]:
-    """Records from one released file (.json array or .jsonl)."""
+def import_released(path: str | Path, count_tokens: Callable[[list[dict]], list[int]] | None = None) -> list[dict]:
+    """Records from one released file (.json array or .jsonl). `count_tokens` gives the rendered
+    length of every record at once (so it can be served from the sample cache); the length sets
+    `n_tokens` and `length_bucket`."""
     path = Path(path)
-    records = []
+    rows = []
     for line, row in _rows(path):
         if not isinstance(row, dict):
             raise RecordError(f"expected an object, found {type(row).__name__}", str(path), line)
         for name in RELEASED_FIELDS:
             if name not in row:
                 raise RecordError("missing required field", str(path), line, name)
-        rec = {"id": str(row["id"]), "task": "summarization", "language": row["language"],
-               "source": row["article"], "response": row["summary"],
-               **verdict_fields(row["output"], str(path), line),
-               "meta": {"instruction": row.get("instruction", ""), "input": row.get("input", ""),
-                        "released_file": path.name}}
-        if count_tokens is not None:
-            rec["n_tokens"] = count_tokens(rec)
-            rec["length_bucket"] = bucket_for_tokens(rec["n_tokens"])
-        records.append(validate_record(rec, str(path), line))
-    if not records:
+        rows.append((line, {"id": str(row["id"]), "task": "summarization", "language": row["language"],
+                            "source": row["article"], "response": row["summary"],
+                            **verdict_fields(row["output"], str(path), line),
+                            "meta": {"instruction": row.get("instruction", ""), "input": row.get("input", ""),
+                                     "released_file": path.name}}))
+    if not rows:
         raise RecordError("no samples: the file is empty", str(path), None)
-    return records
+    if count_tokens is not None:
+        for (_, rec), n in zip(rows, count_tokens([rec for _, rec in rows])):
+            rec["n_tokens"] = n
+            rec["length_bucket"] = bucket_for_tokens(n)
+    return [validate_record(rec, str(path), line) for line, rec in rows]

@@ -2,7 +2,7 @@
 
 Encoding a record renders its prompt and tokenises it; for a corpus of 100k-token novels that is
 minutes at every launch. The encoded samples of a set of records are written once as an Arrow
-file under `<HALLU_CACHE>/samples/`, named by a fingerprint of everything that decides them: the
+dataset under `<HALLU_CACHE>/samples/`, named by a fingerprint of everything that decides them: the
 records' content, the tokenizer (its vocabulary, merges and chat template) and the encoder's
 settings (task kind, template, head, ...). A later launch with the same fingerprint memory-maps
 the file instead of tokenising again; any change gives a new fingerprint.
@@ -12,10 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from datasets import Dataset, disable_progress_bars
+from datasets import Dataset, disable_progress_bars, load_from_disk
 
 from data_builders.cache_dir import cache_root
 
@@ -40,14 +41,23 @@ def encoded_samples(records: list[dict], encode: Callable[[dict, object], dict],
                     num_proc: int = 1, root: Path | None = None) -> list[dict]:
     """`encode(record, tokenizer)` of every record, in order: from the cache when it holds them,
     else computed (in `num_proc` processes) and written to it."""
-    path = (root or cache_root()) / "samples" / f"{samples_fingerprint(records, tokenizer, settings)}.arrow"
+    path = (root or cache_root()) / "samples" / samples_fingerprint(records, tokenizer, settings)
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.stem}.{os.getpid()}.arrow")    # ranks may build it at once
-        disable_progress_bars()
-        Dataset.from_dict({"record": [json.dumps(r, ensure_ascii=False) for r in records]}).map(
+        _build(path, records, encode, tokenizer, num_proc)
+    return load_from_disk(str(path)).to_list()
+
+
+def _build(path: Path, records: list[dict], encode, tokenizer, num_proc: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    disable_progress_bars()
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}.") as work:
+        encoded = Dataset.from_dict({"record": [json.dumps(r, ensure_ascii=False) for r in records]}).map(
             lambda row: encode(json.loads(row["record"]), tokenizer), remove_columns=["record"],
-            num_proc=num_proc if num_proc > 1 else None, cache_file_name=str(tmp),
-            new_fingerprint=path.stem)
-        os.replace(tmp, path)
-    return Dataset.from_file(str(path)).to_list()
+            num_proc=num_proc if num_proc > 1 else None, cache_file_name=str(Path(work) / "map.arrow"),
+            new_fingerprint=path.name)
+        encoded.save_to_disk(str(Path(work) / "done"))
+        try:
+            os.replace(Path(work) / "done", path)
+        except OSError:             # another rank stored the same samples first
+            if not path.exists():
+                raise

@@ -10,6 +10,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from data_builders.collate import encode_sample
+from data_builders.sample_cache import encoded_samples
 from data_builders.schema import read_records
 
 ALL = "all"   # a stage or evaluation bucket that takes every record, whatever its length bucket
@@ -64,11 +65,20 @@ def build_records(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], st
     from data_builders.longnovel_released import import_released
 
     root = Path(cfg.data.root)
-    count = lambda rec: len(encode_sample(rec, tokenizer, template)["input_ids"])  # noqa: E731
+    count = lambda records: rendered_lengths(records, tokenizer, template, cfg.data.num_proc)  # noqa: E731
     out = {s: import_released(_released_file(root, s), count) for s in ("train", "test")}
     if any((root / f"val{suffix}").exists() for suffix in (".jsonl", ".json")):
         out["val"] = import_released(_released_file(root, "val"), count)
     return out, ", ".join(f"{len(v)} {k}" for k, v in out.items()) + f" records imported from {root}"
+
+
+def rendered_lengths(records: list[dict], tokenizer, template: str, num_proc: int = 1) -> list[int]:
+    """Token count of every record rendered as a generative sample; tokenised once, then read
+    from the sample cache (a later launch over the same files and tokenizer tokenises nothing)."""
+    def length(rec: dict, tok) -> dict:
+        return {"n_tokens": len(encode_sample(rec, tok, template)["input_ids"])}
+
+    return [row["n_tokens"] for row in encoded_samples(records, length, tokenizer, f"length|{template}", num_proc)]
 
 
 def read_splits(root: Path) -> dict[str, list[dict]]:

@@ -27,7 +27,7 @@ def _write(tmp_path, rows, name="test.jsonl"):
 
 @pytest.mark.parametrize("name", ["test.jsonl", "test.json"])
 def test_import_released_rows(tmp_path, name):
-    records = import_released(_write(tmp_path, ROWS, name), count_tokens=lambda r: 3000)
+    records = import_released(_write(tmp_path, ROWS, name), count_tokens=lambda records: [3000] * len(records))
     h, f = records
     assert (h["id"], h["label"], h["hallucination_types"], h["corrections"]) == \
         ("1", 1, ["numerical"], ["他带着三百两银子。"])
@@ -56,3 +56,21 @@ def test_missing_field(tmp_path):
 
 def test_buckets_follow_table_3_ranges():
     assert [bucket_for_tokens(n) for n in (3000, 17000, 36000, 65000, 100000)] == ["S", "M", "L", "XL", "XXL"]
+
+
+def test_released_lengths_are_tokenised_once_then_read_from_the_cache(tokenizer, tmp_path, monkeypatch):
+    from data_builders.collate import encode_sample
+    from data_builders.sources import rendered_lengths
+
+    monkeypatch.setenv("HALLU_CACHE", str(tmp_path / "cache"))
+    path = _write(tmp_path, [{**ROWS[0], "article": "原文很长。" * 2000}, ROWS[1]])
+    count = lambda records: rendered_lengths(records, tokenizer, "prompt_e", num_proc=2)  # noqa: E731
+    records = import_released(path, count)
+    assert [r["n_tokens"] for r in records] == \
+        [len(encode_sample(r, tokenizer, "prompt_e")["input_ids"]) for r in records]
+    assert [r["length_bucket"] for r in records] == [bucket_for_tokens(r["n_tokens"]) for r in records]
+    [cached] = (tmp_path / "cache" / "samples").iterdir()
+    written = {f.name: f.stat().st_mtime_ns for f in cached.iterdir()}
+    assert import_released(path, count) == records
+    assert list((tmp_path / "cache" / "samples").iterdir()) == [cached]
+    assert {f.name: f.stat().st_mtime_ns for f in cached.iterdir()} == written

@@ -3,6 +3,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -133,19 +134,27 @@ def test_missing_model_path_fails_at_once_naming_the_key():
 
 def test_a_stage_may_change_the_sequence_parallel_degree(tmp_path):
     """Stage 0 runs data-parallel over both ranks (2 samples a step), stage 1 splits each sample
-    across them with ring attention (1 sample a step), in one launch."""
+    across them with ring attention (1 sample a step), in one launch. On an empty sample cache,
+    rank 0 tokenises each stage's samples in 2 processes and stores them once."""
+    from models.builders import resolve_model_path
+
+    cache, out = tmp_path / "cache", tmp_path / "run"
+    model = Path(resolve_model_path("embedded:qwen3-tiny"))
+    shutil.copytree(model, cache / "embedded" / model.name)      # the model, not the samples
     stages = ["curriculum.stages=[{name: s2k, bucket: S, max_seq_len: 2048, max_steps: 3, sp_size: 1},"
-              "{name: s4k, bucket: M, max_seq_len: 4096, max_steps: 2, sp_size: 2}]", "eval.enabled=false"]
-    proc = _ok(torchrun(2, TINY + stages + [f"output_dir={tmp_path}"]))
+              "{name: s4k, bucket: M, max_seq_len: 4096, max_steps: 2, sp_size: 2}]", "eval.enabled=false",
+              "data.num_proc=2"]
+    proc = _ok(torchrun(2, TINY + stages + [f"output_dir={out}"], env={"HALLU_CACHE": str(cache)}))
+    assert len([d for d in (cache / "samples").iterdir() if not d.name.startswith(".")]) == 2   # one per stage
     assert "sequence-parallel 1 x data-parallel 2" in proc.stdout
     assert "sequence-parallel 2 x data-parallel 1" in proc.stdout
-    log = read_train_log(tmp_path)
+    log = read_train_log(out)
     assert [r["stage"] for r in log] == ["s2k"] * 3 + ["s4k"] * 2 and all(r["loss"] > 0 for r in log)
-    samples = [json.loads(x) for x in (tmp_path / "data" / "train.jsonl").read_text().splitlines()]
+    samples = [json.loads(x) for x in (out / "data" / "train.jsonl").read_text().splitlines()]
     longest_m = max(r["n_tokens"] for r in samples if r["length_bucket"] == "M")
     assert all(r["tokens"] <= longest_m for r in log[3:]), "an SP step holds one sample, split across the ranks"
     assert any(r["tokens"] > max(r["n_tokens"] for r in samples if r["length_bucket"] == "S") for r in log[:3])
-    assert (tmp_path / "checkpoints" / "1-s4k" / "hf" / "model.safetensors").exists()
+    assert (out / "checkpoints" / "1-s4k" / "hf" / "model.safetensors").exists()
 
 
 @pytest.mark.parametrize("zero", ["zero2", "none"])

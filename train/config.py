@@ -77,6 +77,7 @@ class DataConfig:
     min_fill: float = 0.75                # a context fills at least this much of its bucket budget
     max_skip_fraction: float = 0.05       # fail a stage when more of its samples are too long
     packing: bool = False                 # generative: pack samples into rows of max_seq_len (first-fit decreasing)
+    num_proc: int = 1                     # processes that tokenise samples when the sample cache misses
 
 
 @dataclass

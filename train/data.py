@@ -112,14 +112,14 @@ def check_task_config(task: DictConfig) -> None:
 
 
 def stage_samples(records: list[dict], stage: DictConfig, tokenizer, task: DictConfig,
-                  max_skip_fraction: float, packing: bool = False) -> tuple[list[dict], int]:
+                  max_skip_fraction: float, packing: bool = False, num_proc: int = 1) -> tuple[list[dict], int]:
     """Encoded samples of the stage's bucket; longer ones are skipped and counted, never truncated.
     With `packing`, the samples come back packed into rows of up to max_seq_len tokens."""
     pool = in_bucket(records, stage.bucket)
     if not pool:
         raise DataError(f"curriculum stage {stage.name!r}: no training records in bucket {stage.bucket!r}")
     settings = f"{task.kind}|{task.template}|{task.head}|{task.response_lm}"
-    encoded = encoded_samples(pool, encoder(task), tokenizer, settings)
+    encoded = encoded_samples(pool, encoder(task), tokenizer, settings, num_proc)
     samples = [s for s in encoded if len(s["input_ids"]) <= stage.max_seq_len]
     skipped = len(pool) - len(samples)
     if skipped / len(pool) > max_skip_fraction:

@@ -81,11 +81,22 @@ def _evaluate(cfg, info, out_dir: Path, weights: str, records, tracker, prefix: 
     return metrics
 
 
+def _stage_samples(cfg, info, stage, tokenizer, train_records):
+    """The main rank tokenises (in data.num_proc processes) and fills the sample cache; the other
+    ranks then read it instead of tokenising the same records at once."""
+    def encode():
+        return stage_samples(train_records, stage, tokenizer, cfg.task, cfg.data.max_skip_fraction,
+                             cfg.data.packing, cfg.data.num_proc)
+
+    out = encode() if info.is_main else None
+    barrier()
+    return out if out is not None else encode()
+
+
 def _run_one_stage(cfg, info, run_dir, index, stage, names, base, tokenizer, train_records, log,
                    tracker, start_step, global_step, state_dir):
     info = info.with_sp(stage_sp_size(cfg, stage))     # the stage's own SP x DP layout
-    samples, skipped = stage_samples(train_records, stage, tokenizer, cfg.task, cfg.data.max_skip_fraction,
-                                     cfg.data.packing)
+    samples, skipped = _stage_samples(cfg, info, stage, tokenizer, train_records)
     plan = plan_stage(stage, len(samples), info.dp_size, cfg.optim.micro_batch_size,
                       cfg.optim.grad_accum, cfg.trainer.seed + 1000 * index, cfg.trainer.max_steps)
     if info.is_main:
