@@ -4,6 +4,7 @@ from __future__ import annotations
 from models.builders import load_causal_lm
 from models.heads import PooledClassifier, load_classifier
 from models.lora import add_lora
+from models.response_lm import ResponseLM
 
 
 def load_annotator(path: str, kind: str, head: str = "binary", dtype: str = "auto",
@@ -24,4 +25,4 @@ def load_annotator(path: str, kind: str, head: str = "binary", dtype: str = "aut
 
 def hf_model(module):
     """The Hugging Face model inside a (possibly wrapped) module."""
-    return module.model if isinstance(module, PooledClassifier) else module
+    return module.model if isinstance(module, (PooledClassifier, ResponseLM)) else module

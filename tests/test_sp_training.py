@@ -45,3 +45,36 @@ def test_sp2_step_equals_sp1_step(tmp_path, task):
     assert whole < 1e-4
     worst = max(wa, key=lambda n: _relative(wa[n], wb[n]))
     assert _relative(wa[worst], wb[worst]) < 5e-4, worst
+
+
+def _stages(second_sp: int, second_accum: int) -> list[str]:
+    return [f"curriculum.stages=[{{name: s2k, bucket: S, max_seq_len: 2048, max_steps: 2, sp_size: 1}},"
+            f"{{name: s4k, bucket: M, max_seq_len: 4096, max_steps: 3, sp_size: {second_sp}, "
+            f"grad_accum: {second_accum}}}]", "eval.enabled=false", "model.dtype=float32"]
+
+
+def test_changing_the_sp_degree_between_stages_changes_no_step_and_resumes_inside_the_new_stage(tmp_path):
+    """One launch at sp 1 -> sp 2 (the second stage accumulates 2 micro-batches, so its global batch
+    stays 2 samples) against sp 1 -> sp 1 on the same 2 ranks: the same per-step losses and
+    gradient norms. Then the sp 1 -> sp 2 run stopped inside its sp 2 stage and resumed."""
+    changed, steady, resumed = tmp_path / "changed", tmp_path / "steady", tmp_path / "resumed"
+    _ok(torchrun(2, TINY + _stages(2, 2) + [f"output_dir={changed}"]))
+    _ok(torchrun(2, TINY + _stages(1, 1) + [f"output_dir={steady}"]))
+    a, b = read_train_log(changed), read_train_log(steady)
+    assert [r["stage"] for r in a] == [r["stage"] for r in b] == ["s2k"] * 2 + ["s4k"] * 3
+    for x, y in zip(a, b):
+        assert (x["tokens"], x["target_tokens"]) == (y["tokens"], y["target_tokens"])
+        assert abs(x["loss"] - y["loss"]) / y["loss"] < 1e-4, (x, y)
+        assert abs(x["grad_norm"] - y["grad_norm"]) / y["grad_norm"] < 1e-4, (x, y)
+    print("sp 1->2 vs 1->1, worst relative difference: loss "
+          f"{max(abs(x['loss'] - y['loss']) / y['loss'] for x, y in zip(a, b)):.1e}, grad norm "
+          f"{max(abs(x['grad_norm'] - y['grad_norm']) / y['grad_norm'] for x, y in zip(a, b)):.1e}")
+
+    first = _ok(torchrun(2, TINY + _stages(2, 2) + [f"output_dir={resumed}", "trainer.stop_at_step=4"]))
+    assert "sequence-parallel 2 x data-parallel 1, global batch 2" in first.stdout
+    second = _ok(torchrun(2, TINY + _stages(2, 2) + [f"output_dir={resumed}", "resume=auto"]))
+    assert "resuming at stage 1 step 2 (global step 4)" in second.stdout
+    c = read_train_log(resumed)
+    assert [r["step"] for r in c] == [1, 2, 3, 4, 5]
+    for x, y in zip(c, a):
+        assert x["loss"] == pytest.approx(y["loss"], rel=1e-5), (x, y)

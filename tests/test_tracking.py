@@ -52,9 +52,11 @@ def _full_cfg(**logger):
 def test_run_identity_is_deterministic():
     from train.tracking import run_identity
 
-    ident = run_identity(_full_cfg(tags=["mine"]), "/runs/2026-11-22_10-00-00", "train")
+    cfg = _full_cfg(tags=["mine"])
+    cfg.curriculum.stages[1].sp_size = 2                 # the 16k stage splits each sample over 2 ranks
+    ident = run_identity(cfg, "/runs/2026-11-22_10-00-00", "train")
     assert ident["name"] == "demo/qwen3-tiny/2026-11-22_10-00-00" and ident["group"] == "demo/qwen3-tiny"
-    assert ident["tags"] == ["mine", "sp1", "zero3", "len-2048-16384", "task-longnovel_detection"]
+    assert ident["tags"] == ["mine", "sp-1-2", "zero3", "len-2048-16384", "task-longnovel_detection"]
 
 
 def test_eval_tables_reach_offline_wandb(tmp_path, monkeypatch):

@@ -20,6 +20,7 @@ TINY = [
     "curriculum.stages=[{name: s2k, bucket: S, max_seq_len: 2048, max_steps: 3},"
     "{name: s4k, bucket: M, max_seq_len: 4096, max_steps: 3}]",
     "data.bucket_budgets.M=4096", "eval.buckets=[S,M]", "eval.max_per_bucket=2", "eval.max_new_tokens=8",
+    "trainer.loss_chunk_tokens=16",     # several chunks of LM-head logits per sample, recomputed under ZeRO-3
 ]
 
 

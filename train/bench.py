@@ -5,8 +5,10 @@
 Prints a table and writes JSON with: training throughput of our trainer against a plain
 PyTorch loop (same model, data, batch 1, fp32) at 2k and 16k; the padded fraction of S-bucket
 batches with packing off and on; sequence parallelism at 16k / 32k (train.bench_sp); ZeRO-3
-step time with and without CPU offload; LongNovel samples built per second; records scored
-per second; discriminative inference samples/s and greedy decode tokens/s.
+step time with and without CPU offload; peak memory of the generative loss at 32k with a
+151,936-token vocabulary, all logits at once against chunks (train.bench_loss); LongNovel
+samples built per second; records scored per second; discriminative inference samples/s and
+greedy decode tokens/s.
 """
 from __future__ import annotations
 
@@ -225,6 +227,8 @@ TARGETS = {
 
 
 def table(r: dict) -> str:
+    from train.bench_loss import row as loss_row
+
     t, p, z, d, i = r["throughput"], r["padding"], r["zero_offload"], r["data"], r["inference"]
     lines = ["| measure | value | target |", "|---|---|---|"]
     for stage, label in (("s2k", "2k"), ("s16k", "16k")):
@@ -239,6 +243,8 @@ def table(r: dict) -> str:
         lines.append(f"| sp2 vs sp1 at {row['length'] // 1024}k: step time / peak RSS growth / saved activations, "
                      f"per rank | x{row['step_ratio_sp2_vs_sp1']:.2f} / x{row['memory_ratio_sp2_vs_sp1']:.2f} / "
                      f"x{row['saved_ratio_sp2_vs_sp1']:.2f} | memory <= 0.6 at 32k |")
+    if "loss_memory" in r:
+        lines.append(loss_row(r["loss_memory"]))
     lines.append(f"| ZeRO-3 step at 2k: offload / no offload | {z['zero3_offload']['step_s']:.2f} s / "
                  f"{z['zero3']['step_s']:.2f} s (x{z['offload_vs_no_offload']:.2f}) | - |")
     lines.append(f"| LongNovel sample build (S/M/L, {d['longnovel_samples']} samples) | {d['build_s']:.1f} s "
@@ -252,6 +258,7 @@ def table(r: dict) -> str:
 
 
 def run(quick: bool) -> dict:
+    from train.bench_loss import measure as bench_loss
     from train.bench_sp import bench as bench_sp
 
     steps, long_steps = (6, 3) if quick else (20, 6)
@@ -266,6 +273,7 @@ def run(quick: bool) -> dict:
                     ("data", data_and_scoring)]
         if not quick:
             sections.append(("sequence_parallel", lambda: bench_sp([16384, 32768], repeat=1)))
+            sections.append(("loss_memory", bench_loss))
         for name, fn in sections:
             t0 = time.perf_counter()
             result[name] = fn()

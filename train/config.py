@@ -89,6 +89,8 @@ class StageConfig:
     max_steps: Optional[int] = None       # a bridge stage sets a fixed number of steps
     lr: Optional[float] = None            # default: optim.lr
     sp_size: Optional[int] = None         # sequence-parallel degree of this stage (default: parallel.sp_size)
+    grad_accum: Optional[int] = None      # micro-batches per step (default: optim.grad_accum); a stage that
+                                          # raises sp_size can raise this to keep the global batch
 
 
 @dataclass
@@ -129,6 +131,7 @@ class TrainerConfig:
     stop_at_step: Optional[int] = None    # stop after this global step, as a preempted job would
     save_every: int = 0                   # mid-stage checkpoint every N steps (0: stage ends only)
     progress: bool = True
+    loss_chunk_tokens: int = 1024         # labelled positions per chunk of LM-head logits (generative loss)
 
 
 @dataclass

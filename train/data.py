@@ -47,6 +47,11 @@ def stage_sp_size(cfg: DictConfig, stage: DictConfig) -> int:
     return stage.sp_size if stage.sp_size is not None else cfg.parallel.sp_size
 
 
+def stage_grad_accum(cfg: DictConfig, stage: DictConfig) -> int:
+    """A stage's gradient accumulation: its own `grad_accum`, else `optim.grad_accum`."""
+    return stage.grad_accum if stage.grad_accum is not None else cfg.optim.grad_accum
+
+
 def sp_sizes(cfg: DictConfig) -> list[int]:
     """Every SP degree the run uses, `parallel.sp_size` first (process groups are built for each)."""
     return [cfg.parallel.sp_size] + [stage_sp_size(cfg, s) for s in cfg.curriculum.stages]
@@ -62,6 +67,11 @@ def check_parallel_config(cfg: DictConfig) -> None:
         key = f"curriculum stage {stage.name!r} sp_size" if own else "parallel.sp_size"
         if sp < 1 or world % sp:       # before any process group exists
             raise ValueError(f"{key}={sp} must be >= 1 and divide the number of ranks {world}")
+        accum = cfg.optim.grad_accum if stage is None else stage_grad_accum(cfg, stage)
+        if accum < 1:
+            where = "optim.grad_accum" if stage is None or stage.grad_accum is None else \
+                f"curriculum stage {stage.name!r} grad_accum"
+            raise ValueError(f"{where}={accum}: expected >= 1")
         if cfg.data.packing and (cfg.task.kind != "generative" or cfg.optim.micro_batch_size != 1
                                  or (sp > 1 and cfg.parallel.sp_mode != "zigzag_varlen")):
             raise ValueError("data.packing=true packs generative samples into one row per micro-batch: it needs "

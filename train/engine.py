@@ -13,10 +13,12 @@ from models.annotator import hf_model, load_annotator
 from models.builders import torch_dtype
 from models.heads import PooledClassifier
 from models.lora import merged_copy
+from models.response_lm import ResponseLM
 
 
-def ds_config(cfg: DictConfig, world_size: int) -> dict:
+def ds_config(cfg: DictConfig, world_size: int, grad_accum: int | None = None) -> dict:
     ds, opt = cfg.deepspeed, cfg.optim
+    grad_accum = opt.grad_accum if grad_accum is None else grad_accum
     if ds.zero_stage not in (0, 2, 3):
         raise ValueError(f"deepspeed.zero_stage: expected 0, 2 or 3, found {ds.zero_stage}")
     if ds.offload_param and ds.zero_stage != 3:
@@ -31,8 +33,8 @@ def ds_config(cfg: DictConfig, world_size: int) -> dict:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": torch.cuda.is_available()}
     config = {
         "train_micro_batch_size_per_gpu": opt.micro_batch_size,
-        "gradient_accumulation_steps": opt.grad_accum,
-        "train_batch_size": opt.micro_batch_size * opt.grad_accum * world_size,
+        "gradient_accumulation_steps": grad_accum,
+        "train_batch_size": opt.micro_batch_size * grad_accum * world_size,
         "gradient_clipping": opt.grad_clip,
         "zero_optimization": zero,
         "zero_allow_untested_optimizer": True,
@@ -81,13 +83,13 @@ def load_model(cfg: DictConfig, path: str, attn_implementation: str, lora: bool 
 
 
 def build_engine(cfg: DictConfig, weights_dir: str, world_size: int, lr: float, total_steps: int,
-                 sp_size: int | None = None):
+                 sp_size: int | None = None, grad_accum: int | None = None):
     """A fresh DeepSpeed engine (new optimizer and scheduler) on the weights in `weights_dir`."""
     import deepspeed
     from transformers.integrations import HfDeepSpeedConfig
     from transformers.integrations.deepspeed import unset_hf_deepspeed_config
 
-    config = ds_config(cfg, world_size)
+    config = ds_config(cfg, world_size, grad_accum)
     if "optimizer" in config:
         config["optimizer"]["params"]["lr"] = lr
     keep_alive = HfDeepSpeedConfig(config) if cfg.deepspeed.zero_stage == 3 else None
@@ -103,6 +105,8 @@ def build_engine(cfg: DictConfig, weights_dir: str, world_size: int, lr: float, 
         if cfg.model.lora.enabled:
             hf.enable_input_require_grads()   # frozen embeddings: checkpointed blocks still need grads
     hf.config.use_cache = False
+    if cfg.task.kind == "generative":
+        model = ResponseLM(model, cfg.trainer.loss_chunk_tokens)
     optimizer = None if "optimizer" in config else torch.optim.AdamW(
         model.parameters(), **_adam_params(cfg.optim, lr))
     warmup = int(cfg.optim.warmup_ratio * total_steps)
@@ -131,7 +135,7 @@ def export_hf(engine, cfg: DictConfig, weights_dir: str, tokenizer, out_dir: Pat
         return
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    wrapped = isinstance(engine.module, PooledClassifier)
+    wrapped = isinstance(engine.module, (PooledClassifier, ResponseLM))
     state = {(k.removeprefix("model.") if wrapped else k): v.detach().to("cpu") for k, v in state.items()}
     if cfg.model.lora.enabled:
         base = hf_model(load_model(cfg, weights_dir, cfg.model.attn_implementation))

@@ -2,27 +2,20 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-from data_builders.collate import IGNORE_INDEX
 from models.heads import classification_loss_sum, head_spec
+from models.response_lm import ResponseLM
 
 
 def token_loss_sum(model, batch: dict, **model_kwargs) -> tuple[torch.Tensor, int]:
     """Summed cross-entropy over labelled positions, and how many there are.
 
-    Logits are computed only where some row has a label (`logits_to_keep`), so a
-    32k-token prompt never materialises a 32k x vocab logits tensor.
+    `model` is a `ResponseLM`, an engine wrapping one, or a plain causal LM (wrapped here); the
+    logits are computed in chunks of labelled positions only (see `models.response_lm`).
     """
-    labels = batch["shift_labels"]
-    keep = (labels != IGNORE_INDEX).any(dim=0).nonzero().squeeze(1)
-    out = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"],
-                attention_mask=batch.get("attention_mask"), logits_to_keep=keep, use_cache=False,
-                **model_kwargs)
-    kept = labels[:, keep]
-    loss = F.cross_entropy(out.logits.float().flatten(0, 1), kept.flatten(),
-                           ignore_index=IGNORE_INDEX, reduction="sum")
-    return loss, int((kept != IGNORE_INDEX).sum())
+    module = model if isinstance(getattr(model, "module", model), ResponseLM) else ResponseLM(model)
+    return module(input_ids=batch["input_ids"], position_ids=batch["position_ids"], shift_labels=batch["shift_labels"],
+                  attention_mask=batch.get("attention_mask"), **model_kwargs)
 
 
 def backward_scale(world_size: int, grad_accum: int, global_tokens: float) -> float:

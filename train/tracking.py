@@ -15,9 +15,12 @@ def model_short_name(cfg: DictConfig) -> str:
 
 def run_identity(cfg: DictConfig, run_dir, job_type: str) -> dict:
     """Deterministic W&B name, group and tags: experiment / model / run directory, grouped by
-    experiment and model, tagged with the parallel, ZeRO and sequence-length settings."""
+    experiment and model, tagged with each stage's SP degree and sequence length, and ZeRO."""
+    from train.data import stage_sp_size
+
     model = model_short_name(cfg)
-    tags = [*cfg.logger.tags, f"sp{cfg.parallel.sp_size}", f"zero{cfg.deepspeed.zero_stage}",
+    tags = [*cfg.logger.tags, "sp-" + "-".join(str(stage_sp_size(cfg, s)) for s in cfg.curriculum.stages),
+            f"zero{cfg.deepspeed.zero_stage}",
             "len-" + "-".join(str(s.max_seq_len) for s in cfg.curriculum.stages), f"task-{cfg.task.name}"]
     return {"name": f"{cfg.exp_name}/{model}/{os.path.basename(str(run_dir).rstrip('/'))}",
             "group": cfg.logger.group or f"{cfg.exp_name}/{model}", "tags": tags, "job_type": job_type}

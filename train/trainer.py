@@ -13,7 +13,7 @@ from eval.report import read_rows
 from models.builders import load_tokenizer, resolve_model_path
 from train.checkpoint import ResumePoint, find_resume_point, mark_stage_done, stage_dir, stage_weights
 from train.config import to_container
-from train.data import plan_stage, prepare_records, stage_samples, stage_sp_size
+from train.data import plan_stage, prepare_records, stage_grad_accum, stage_samples, stage_sp_size
 from train.distributed import DistInfo, barrier
 from train.engine import build_engine, export_hf
 from train.final_eval import evaluate_export
@@ -97,16 +97,18 @@ def _run_one_stage(cfg, info, run_dir, index, stage, names, base, tokenizer, tra
                    tracker, start_step, global_step, state_dir):
     info = info.with_sp(stage_sp_size(cfg, stage))     # the stage's own SP x DP layout
     samples, skipped = _stage_samples(cfg, info, stage, tokenizer, train_records)
+    grad_accum = stage_grad_accum(cfg, stage)
     plan = plan_stage(stage, len(samples), info.dp_size, cfg.optim.micro_batch_size,
-                      cfg.optim.grad_accum, cfg.trainer.seed + 1000 * index, cfg.trainer.max_steps)
+                      grad_accum, cfg.trainer.seed + 1000 * index, cfg.trainer.max_steps)
     if info.is_main:
         unit = "packed rows" if cfg.data.packing else "samples"
         print(f"stage {index} {stage.name}: bucket {stage.bucket}, {len(samples)} {unit} "
               f"({skipped} skipped as longer than {stage.max_seq_len}), {plan.total_steps} steps, "
-              f"sequence-parallel {info.sp_size} x data-parallel {info.dp_size}", flush=True)
+              f"sequence-parallel {info.sp_size} x data-parallel {info.dp_size}, global batch "
+              f"{plan.per_step}", flush=True)
     lr = stage.lr if stage.lr is not None else cfg.optim.lr
     start_weights = stage_weights(run_dir, index, names, base)
-    engine = build_engine(cfg, start_weights, info.world_size, lr, plan.total_steps, info.sp_size)
+    engine = build_engine(cfg, start_weights, info.world_size, lr, plan.total_steps, info.sp_size, grad_accum)
     if state_dir is not None:
         engine.load_checkpoint(str(state_dir), tag="state")
     ctx = StageContext(index, stage.name, stage.max_seq_len, run_dir, info, log, tracker,
