@@ -65,7 +65,7 @@ def _timed(fn, warmup: int, repeat: int) -> float:
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return statistics.median(times) if times else float("nan")
 
 
 def _step_worker(rank, world, port, threads, length, repeat, queue):
@@ -99,14 +99,14 @@ def _step_worker(rank, world, port, threads, length, repeat, queue):
         if group is not None:
             dist.barrier(group)
 
-    seconds = _timed(step, warmup=1, repeat=repeat)
+    seconds = _timed(step, warmup=1, repeat=repeat)     # repeat=0: the warm-up step alone
     base = current_rss()
     if not reset_peak_rss():
         raise RuntimeError("the memory figures need Linux's /proc/self/clear_refs to reset the peak RSS "
                            "before the measured step; it could not be written here")
-    step()
+    saved = _saved_for_backward(step)          # the measured step: its peak RSS and its saved bytes
     peak = (peak_rss() - base) / MB
-    queue.put({"rank": rank, "step_s": seconds, "activation_mb": peak, "saved_mb": _saved_for_backward(step) / MB})
+    queue.put({"rank": rank, "step_s": seconds, "activation_mb": peak, "saved_mb": saved / MB})
     if group is not None:
         dist.destroy_process_group()
 

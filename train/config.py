@@ -215,6 +215,15 @@ class SlurmConfig:
 
 
 @dataclass
+class PlanConfig:
+    """python -m train.plan: the GPU memory plan (also checked by the trainer on GPUs)."""
+    gpu: Optional[str] = None             # h20 | a800 | a100-40 | a100-80 | h100 | h800 | h200
+    gpu_mem_gb: Optional[float] = None    # instead of a known GPU
+    world_size: Optional[int] = None      # default slurm.nodes x slurm.gpus_per_node
+    max_over: float = 1.25                # the trainer refuses a run whose plan is this far over
+
+
+@dataclass
 class SFTConfig:
     exp_name: str = "sft"
     output_dir: str = "outputs/${exp_name}/${now:%Y-%m-%d_%H-%M-%S}"
@@ -231,6 +240,7 @@ class SFTConfig:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    plan: PlanConfig = field(default_factory=PlanConfig)
 
 
 def register_configs() -> None:

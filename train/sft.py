@@ -21,11 +21,29 @@ def main(cfg: DictConfig) -> None:
     # every process on its own (under a process group, save_pretrained writes on rank 0 only)
     resolve_model_path(cfg.model.name_or_path)
     check_run_config(cfg)
+    check_memory_plan(cfg)
     info = init_distributed(sp_sizes(cfg))
     try:
         train(cfg, info)
     finally:
         teardown()
+
+
+def check_memory_plan(cfg: DictConfig) -> None:
+    """On GPUs, the memory plan of `python -m train.plan` before anything is loaded: a warning
+    when a stage is predicted not to fit, an error when it is far over (plan.max_over)."""
+    import os
+
+    import torch
+
+    if not torch.cuda.is_available():
+        return
+    from train.plan import check_before_training
+
+    over = check_before_training(cfg, int(os.environ.get("WORLD_SIZE", "1")),
+                                 torch.cuda.get_device_properties(0).total_memory)
+    if over and os.environ.get("RANK", "0") == "0":
+        print(f"WARNING: the memory plan predicts a stage will not fit this GPU:\n{over}", flush=True)
 
 
 if __name__ == "__main__":

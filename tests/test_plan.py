@@ -1,0 +1,79 @@
+"""The GPU memory plan (train/plan.py): parameter counts from the real architecture class on the
+meta device, its activation / ring / logits terms against measured CPU peaks of the tiny model,
+the CLI, and the trainer's refusal of a run far over its GPU."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from models.builders import resolve_model_path
+from tests.conftest import REPO
+from train.plan import GB, Layout, MemoryPlanError, check_before_training, model_shape, stage_terms
+
+QWEN3_8B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
+            "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "tie_word_embeddings": False,
+            "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}
+CPU_STEP = Layout(world=2, gpus_per_node=2, zero_stage=0, offload_param=False, offload_optimizer=False,
+                  gradient_checkpointing=False, generative=True, chunk_tokens=1024)
+
+
+@pytest.fixture(scope="module")
+def qwen3_8b(tmp_path_factory):
+    path = tmp_path_factory.mktemp("qwen3-8b")
+    (path / "config.json").write_text(json.dumps(QWEN3_8B))
+    return path
+
+
+def test_parameters_are_counted_from_the_architecture_without_weights(qwen3_8b):
+    m = model_shape(str(qwen3_8b))
+    assert m.params == 8_190_735_360 and m.head_params == m.embed_params == 151936 * 4096
+    assert (m.layers, m.kv_width, m.dtype_bytes) == (36, 1024, 2)
+
+
+@pytest.mark.slow
+def test_planned_activations_and_logits_are_within_20_percent_of_measured_cpu_peaks():
+    """One training step of the tiny model, fp32 (train.bench_sp's worker): the bytes autograd saves
+    at 2k / 16k / 32k and sp 1 / 2, and from 16k (below, the allocator reuses heap and RSS
+    undercounts) the peak RSS growth of the step, loss logits included."""
+    from train.bench_sp import _step_worker, launch
+
+    m = model_shape(resolve_model_path("embedded:qwen3-tiny"), dtype="float32")
+    for length in (2048, 16384, 32768):
+        for sp in (1, 2):
+            measured = max(launch(_step_worker, sp, 2 // sp, length, 0), key=lambda r: r["saved_mb"])
+            t = stage_terms(m, CPU_STEP, length, sp, labelled=256)     # the worker labels 256 tokens
+            planned = (t["activations"] + t["attention"]) / 2**20
+            assert abs(planned / measured["saved_mb"] - 1) < 0.2, (length, sp, planned, measured)
+            if length >= 16384:
+                peak = planned + t["logits"] / 2**20
+                assert abs(peak / measured["activation_mb"] - 1) < 0.2, (length, sp, peak, measured)
+
+
+def test_plan_cli_prints_each_stage_and_names_a_bad_gpu(qwen3_8b):
+    def plan(*overrides):
+        return subprocess.run([sys.executable, "-m", "train.plan", "+exp=longnovel_curriculum",
+                               f"model.name_or_path={qwen3_8b}", *overrides], cwd=REPO, capture_output=True,
+                              text=True, timeout=120)
+
+    ok = plan("plan.gpu=h20")
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    rows = [line for line in ok.stdout.splitlines() if line.startswith("| ") and "|---" not in line][1:]
+    assert [r.split("|")[1].strip() for r in rows] == ["bridge_2k", "sft_16k", "bridge_16k", "sft_32k"]
+    assert "GB of 96" in ok.stdout and "host memory for offload" in ok.stdout
+    bad = plan("plan.gpu=t4")
+    assert bad.returncode == 1 and "plan.gpu" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_trainer_check_warns_when_over_and_refuses_when_far_over(qwen3_8b):
+    from hydra import compose, initialize_config_dir
+
+    import train.config  # noqa: F401
+
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
+        cfg = compose("sft", overrides=["+exp=longnovel_curriculum", f"model.name_or_path={qwen3_8b}"])
+    assert check_before_training(cfg, 8, 96 * GB) is None
+    assert "sft_32k" in check_before_training(cfg, 8, 24 * GB)           # 32k over by < 25%: a warning
+    with pytest.raises(MemoryPlanError, match="plan.max_over"):
+        check_before_training(cfg, 8, 12 * GB)

@@ -1,0 +1,231 @@
+"""GPU memory plan of a run, per curriculum stage, before any GPU is rented.
+
+    python -m train.plan +exp=longnovel_curriculum model.name_or_path=DIR plan.gpu=h20
+
+Reads only the model's `config.json`: the architecture class is built on the meta device
+(`accelerate.init_empty_weights`), which gives the parameter counts; nothing is downloaded or
+allocated. Per rank and stage it adds up:
+
+- parameters, gradients, optimizer state under ZeRO-3 with the configured offload (DeepSpeed's
+  defaults: a 5e8-element reduce bucket, a 5e7-element prefetch bucket);
+- activations at the stage's max_seq_len / sp_size tokens per rank: the tensors a Llama / Qwen3
+  decoder layer saves for backward, 11h + 4kv + 4i elements per token (h hidden, kv the key /
+  value width, i the MLP width; measured on CPU by `tests/test_plan.py`), every layer's without
+  gradient checkpointing, else one hidden state per layer plus one layer recomputed;
+- ring attention's key / value blocks in flight (sp_size > 1);
+- the generative loss: one chunk of LM-head logits (`trainer.loss_chunk_tokens`) with its fp32
+  log-softmax and gradient;
+- a fixed reserve for the CUDA context, NCCL and allocator fragmentation;
+
+and the host memory that offload needs per node. The trainer runs the same plan at start on
+GPUs: it warns when a stage is predicted not to fit, and stops with this table when a stage is
+over by more than `plan.max_over`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import hydra
+from omegaconf import DictConfig
+
+import train.config  # noqa: F401  (registers the structured schemas)
+from data_builders.user_errors import reports_user_errors
+
+GB = 1e9
+GPU_MEMORY_GB = {"h20": 96, "a800": 80, "a100-40": 40, "a100-80": 80, "a100": 80, "h100": 80, "h800": 80,
+                 "h200": 141}
+RUNTIME_RESERVE = 2.0 * GB          # CUDA context, NCCL buffers, allocator fragmentation
+REDUCE_BUCKET = 5e8                 # DeepSpeed ZeRO defaults (elements)
+PREFETCH_BUCKET = 5e7
+
+
+class MemoryPlanError(ValueError):
+    """A stage is planned far over the GPU's memory (a user error: the config asks too much)."""
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    params: int
+    embed_params: int
+    head_params: int                 # 0 when tied to the embeddings
+    layer_params: int
+    layers: int
+    hidden: int
+    kv_width: int
+    intermediate: int
+    heads: int
+    vocab: int
+    dtype_bytes: int
+
+
+def model_shape(path: str, kind: str = "generative", num_labels: int = 2, dtype: str = "auto") -> ModelShape:
+    """Parameter counts of the real architecture class, built without weights."""
+    import torch
+    from accelerate import init_empty_weights
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    config = AutoConfig.from_pretrained(path)
+    with init_empty_weights():
+        if kind == "discriminative":
+            model = AutoModelForSequenceClassification.from_config(config, num_labels=num_labels)
+        else:
+            model = AutoModelForCausalLM.from_config(config)
+    embed = model.get_input_embeddings().weight
+    head = model.get_output_embeddings() if kind == "generative" else None
+    layer = model.base_model.layers[0]
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    wanted = torch.bfloat16 if dtype == "auto" else getattr(torch, {"bf16": "bfloat16", "fp32": "float32"}
+                                                          .get(dtype, dtype))
+    return ModelShape(
+        params=sum(p.numel() for p in model.parameters()), embed_params=embed.numel(),
+        head_params=0 if head is None or head.weight is embed else head.weight.numel(),
+        layer_params=sum(p.numel() for p in layer.parameters()), layers=config.num_hidden_layers,
+        hidden=config.hidden_size, kv_width=kv_heads * head_dim, intermediate=config.intermediate_size,
+        heads=config.num_attention_heads, vocab=config.vocab_size,
+        dtype_bytes=torch.empty((), dtype=wanted).element_size())
+
+
+@dataclass(frozen=True)
+class Layout:
+    world: int
+    gpus_per_node: int
+    zero_stage: int
+    offload_param: bool
+    offload_optimizer: bool
+    gradient_checkpointing: bool
+    generative: bool
+    chunk_tokens: int
+
+
+def activation_bytes(m: ModelShape, tokens: int, checkpointing: bool) -> float:
+    layer = 11 * m.hidden + 4 * m.kv_width + 4 * m.intermediate + m.heads   # + the fp32 log-sum-exp
+    outside = 4 * m.hidden                                                   # embeddings, final norm
+    if checkpointing:
+        return tokens * m.dtype_bytes * (m.layers * m.hidden + layer + outside)
+    return tokens * m.dtype_bytes * (m.layers * layer + outside)
+
+
+def logits_bytes(m: ModelShape, labelled: int, dtype_bytes: int) -> float:
+    """One chunk: the logits (upcast to fp32 when they are not), log-softmax and its gradient."""
+    return labelled * m.vocab * (12 + (dtype_bytes if dtype_bytes != 4 else 0))
+
+
+def stage_terms(m: ModelShape, lay: Layout, seq_len: int, sp: int, labelled: int | None = None) -> dict:
+    """Bytes per rank, by term, for one stage."""
+    b, p, world = m.dtype_bytes, m.params, lay.world
+    tokens = -(-seq_len // sp)
+    zero3 = lay.zero_stage == 3
+    live = (max(m.embed_params, m.head_params) + m.layer_params + min(PREFETCH_BUCKET, m.layer_params)) * b
+    params = live + (0 if lay.offload_param else p / world * b) if zero3 else p * b
+    grad_shard = p / world if lay.zero_stage >= 2 else p
+    grads = min(p, REDUCE_BUCKET) * b + (0 if lay.offload_optimizer else grad_shard * 4)
+    optimizer = 0 if lay.offload_optimizer else 12 * p / (world if lay.zero_stage >= 1 else 1)
+    attention = 8 * m.kv_width * tokens * b if sp > 1 else 0
+    chunk = min(labelled if labelled is not None else lay.chunk_tokens, lay.chunk_tokens, tokens)
+    return {"params": params, "grads": grads, "optimizer": optimizer,
+            "activations": activation_bytes(m, tokens, lay.gradient_checkpointing),
+            "attention": attention, "logits": logits_bytes(m, chunk, b) if lay.generative else 0.0,
+            "reserve": RUNTIME_RESERVE}
+
+
+def host_bytes_per_node(m: ModelShape, lay: Layout) -> float:
+    """CPU memory that offload holds on one node: fp32 master weights, Adam moments and fp32
+    gradients (optimizer offload), and the 16-bit parameter partitions (parameter offload)."""
+    share = m.params * min(lay.world, lay.gpus_per_node) / lay.world
+    return share * ((16 if lay.offload_optimizer else 0) + (m.dtype_bytes if lay.offload_param else 0))
+
+
+@dataclass
+class StageRow:
+    name: str
+    seq_len: int
+    sp: int
+    terms: dict
+    smallest_sp: int | None
+
+    @property
+    def total(self) -> float:
+        return sum(self.terms.values())
+
+
+def plan_rows(cfg: DictConfig, m: ModelShape, lay: Layout) -> list[StageRow]:
+    from train.data import stage_sp_size
+
+    limit = gpu_bytes(cfg)
+    rows = []
+    for stage in cfg.curriculum.stages:
+        sp = stage_sp_size(cfg, stage)
+        fits = [k for k in range(1, lay.world + 1) if lay.world % k == 0
+                and sum(stage_terms(m, lay, stage.max_seq_len, k).values()) <= limit]
+        rows.append(StageRow(stage.name, stage.max_seq_len, sp, stage_terms(m, lay, stage.max_seq_len, sp),
+                             fits[0] if fits else None))
+    return rows
+
+
+def gpu_bytes(cfg: DictConfig) -> float:
+    if cfg.plan.gpu_mem_gb:
+        return cfg.plan.gpu_mem_gb * GB
+    name = (cfg.plan.gpu or "").lower()
+    if name not in GPU_MEMORY_GB:
+        raise ValueError(f"plan.gpu: expected one of {sorted(GPU_MEMORY_GB)} (or set plan.gpu_mem_gb), "
+                         f"found {cfg.plan.gpu!r}")
+    return GPU_MEMORY_GB[name] * GB
+
+
+def layout(cfg: DictConfig, world: int) -> Layout:
+    return Layout(world=world, gpus_per_node=cfg.slurm.gpus_per_node or world, zero_stage=cfg.deepspeed.zero_stage,
+                  offload_param=cfg.deepspeed.offload_param, offload_optimizer=cfg.deepspeed.offload_optimizer,
+                  gradient_checkpointing=cfg.model.gradient_checkpointing,
+                  generative=cfg.task.kind == "generative", chunk_tokens=cfg.trainer.loss_chunk_tokens)
+
+
+def table(rows: list[StageRow], limit: float, host: float, lay: Layout) -> str:
+    head = ("| stage | tokens | sp | params | grads | optim | activations | ring kv | logits | reserve | total "
+            f"(GB of {limit / GB:.0f}) | fits | smallest sp |")
+    lines = [head, "|" + "---|" * 13]
+    for r in rows:
+        t = {k: f"{v / GB:.1f}" for k, v in r.terms.items()}
+        lines.append(f"| {r.name} | {r.seq_len:,} | {r.sp} | {t['params']} | {t['grads']} | {t['optimizer']} | "
+                     f"{t['activations']} | {t['attention']} | {t['logits']} | {t['reserve']} | {r.total / GB:.1f} | "
+                     f"{'yes' if r.total <= limit else 'NO'} | {r.smallest_sp or 'none'} |")
+    lines.append(f"host memory for offload: {host / GB:.0f} GB per node ({min(lay.world, lay.gpus_per_node)} "
+                 f"ranks of {lay.world}; ZeRO-{lay.zero_stage}, offload params {lay.offload_param}, "
+                 f"optimizer {lay.offload_optimizer}, gradient checkpointing {lay.gradient_checkpointing})")
+    return "\n".join(lines)
+
+
+def make_plan(cfg: DictConfig, world: int) -> tuple[list[StageRow], str]:
+    from models.builders import resolve_model_path
+    from models.heads import head_spec
+
+    kind = cfg.task.kind
+    m = model_shape(resolve_model_path(cfg.model.name_or_path), kind,
+                    len(head_spec(cfg.task.head).labels) if kind == "discriminative" else 2, cfg.model.dtype)
+    lay = layout(cfg, world)
+    rows = plan_rows(cfg, m, lay)
+    return rows, table(rows, gpu_bytes(cfg), host_bytes_per_node(m, lay), lay)
+
+
+def check_before_training(cfg: DictConfig, world: int, gpu_total_bytes: float) -> str | None:
+    """On GPUs: None when every stage fits; the table as a warning when one does not; an error
+    when one is over by more than plan.max_over."""
+    cfg = cfg.copy()
+    cfg.plan.gpu_mem_gb = gpu_total_bytes / GB
+    rows, text = make_plan(cfg, world)
+    worst = max(r.total / gpu_total_bytes for r in rows)
+    if worst > cfg.plan.max_over:
+        raise MemoryPlanError(f"the memory plan puts a stage at {worst:.2f}x this GPU's memory (more than "
+                          f"plan.max_over={cfg.plan.max_over}); raise the stage's sp_size or offload:\n{text}")
+    return text if worst > 1 else None
+
+
+@hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
+@reports_user_errors("train/plan.py")
+def main(cfg: DictConfig) -> None:
+    world = cfg.plan.world_size or cfg.slurm.nodes * max(cfg.slurm.gpus_per_node, 1)
+    print(make_plan(cfg, world)[1])
+
+
+if __name__ == "__main__":
+    main()
