@@ -9,12 +9,13 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
+from data_builders.sources import DataError
 from eval.report import read_rows
 from models.builders import load_tokenizer, resolve_model_path
 from train.checkpoint import ResumePoint, find_resume_point, mark_stage_done, stage_dir, stage_weights
 from train.config import to_container
 from train.data import plan_stage, prepare_records, stage_grad_accum, stage_samples, stage_sp_size
-from train.distributed import DistInfo, barrier
+from train.distributed import DistInfo, barrier, broadcast_object
 from train.engine import build_engine, export_hf
 from train.final_eval import evaluate_export
 from train.loop import StageContext, run_stage
@@ -83,14 +84,22 @@ def _evaluate(cfg, info, out_dir: Path, weights: str, records, tracker, prefix: 
 
 def _stage_samples(cfg, info, stage, tokenizer, train_records):
     """The main rank tokenises (in data.num_proc processes) and fills the sample cache; the other
-    ranks then read it instead of tokenising the same records at once."""
+    ranks then read it instead of tokenising the same records at once. A data error of the main
+    rank is raised on every rank."""
     def encode():
         return stage_samples(train_records, stage, tokenizer, cfg.task, cfg.data.max_skip_fraction,
                              cfg.data.packing, cfg.data.num_proc)
 
-    out = encode() if info.is_main else None
-    barrier()
-    return out if out is not None else encode()
+    out, error = None, None
+    if info.is_main:
+        try:
+            out = encode()
+        except DataError as e:
+            error = str(e)
+    error = broadcast_object(error)
+    if error is not None:
+        raise DataError(error)
+    return out if info.is_main else encode()
 
 
 def _run_one_stage(cfg, info, run_dir, index, stage, names, base, tokenizer, train_records, log,
