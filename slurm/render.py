@@ -9,7 +9,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from models.sequence_parallel import SPMesh
+from train.sequence_parallel import stage_dims
 
 
 def _template(name: str) -> str:
@@ -62,7 +62,8 @@ def _common(cfg: DictConfig, repo: Path) -> dict[str, str]:
 def train_script(cfg: DictConfig, overrides: list[str], repo: Path, log_dir: Path) -> str:
     """The training job: fixed output_dir (so a requeued job finds its checkpoints) and resume=auto."""
     s = cfg.slurm
-    SPMesh(s.nodes * procs_per_node(s), cfg.parallel.sp_size)     # world size divisible by sp_size
+    for stage in [None, *cfg.curriculum.stages]:     # every degree divides the job's world size
+        stage_dims(cfg, stage, s.nodes * procs_per_node(s))
     run_dir = Path(cfg.output_dir).resolve()
     args = [*job_overrides(overrides, ("output_dir", "resume")), f"output_dir={run_dir}", "resume=auto"]
     return _fill(_template("train"), {

@@ -5,7 +5,7 @@ import torch
 from data_builders.collate import HEAD_LABELS, collate_classification, encode_classification, head_target
 from models.builders import resolve_model_path
 from models.heads import PooledClassifier, classification_loss_sum, last_token_state, load_classifier
-from models.sequence_parallel import shard_batch
+from train.sequence_parallel import shard_batch
 
 
 @pytest.fixture(scope="module")

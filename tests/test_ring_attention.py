@@ -12,8 +12,8 @@ import torch.nn.functional as F
 
 from models.attention.kernels import CPUFlashKernel
 from models.attention.ring import ring_attention
-from models.sequence_parallel import zigzag_gather, zigzag_index
 from tests.conftest import free_port
+from train.sequence_parallel import zigzag_gather, zigzag_index
 
 TOL = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.bfloat16: dict(atol=2e-2, rtol=2e-2)}
 REPORT = os.environ.get("RING_REPORT") == "1"   # print the bf16 error table

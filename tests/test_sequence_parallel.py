@@ -1,10 +1,10 @@
-"""SP mesh arithmetic and the data path (split then gather is the identity)."""
+"""The SP x DP layout (ParallelDims) and the data path (split then gather is the identity)."""
 import pytest
 import torch
 
 from data_builders.collate import IGNORE_INDEX
-from models.sequence_parallel import (
-    SPMesh,
+from train.sequence_parallel import (
+    ParallelDims,
     doc_lengths,
     pad_documents,
     shard_batch,
@@ -17,7 +17,7 @@ from models.sequence_parallel import (
     (1, 1, [[0]]), (2, 2, [[0, 1]]), (4, 2, [[0, 1], [2, 3]]), (8, 4, [[0, 1, 2, 3], [4, 5, 6, 7]]),
 ])
 def test_mesh(world, sp, groups):
-    mesh = SPMesh(world, sp)
+    mesh = ParallelDims(world, sp)
     assert mesh.sp_groups() == groups and mesh.dp_size == len(groups)
     for g, ranks in enumerate(groups):
         assert [mesh.dp_rank(r) for r in ranks] == [g] * sp
@@ -27,7 +27,9 @@ def test_mesh(world, sp, groups):
 @pytest.mark.parametrize("world, sp", [(6, 4), (2, 3), (4, 0)])
 def test_mesh_rejects_bad_sizes(world, sp):
     with pytest.raises(ValueError, match="parallel.sp_size"):
-        SPMesh(world, sp)
+        ParallelDims(world, sp)
+    with pytest.raises(ValueError, match="curriculum stage 'long' sp_size"):
+        ParallelDims(world, sp, "curriculum stage 'long' sp_size")
 
 
 def test_zigzag_layout():

@@ -34,9 +34,13 @@ def test_train_script_multi_node(tmp_path):
     assert "--mem" not in script and "--qos" not in script
 
 
-def test_world_size_must_divide_by_sp(tmp_path):
-    ov = ["+exp=longnovel_curriculum", "slurm.nodes=1", "slurm.gpus_per_node=2", "parallel=sp4"]
-    with pytest.raises(ValueError, match="sp_size"):
+@pytest.mark.parametrize("parallel, key", [
+    ("parallel=sp4", "parallel.sp_size=4"),
+    ("curriculum.stages=[{name: long, bucket: L, max_seq_len: 36864, sp_size: 4}]",
+     "curriculum stage 'long' sp_size=4")])
+def test_world_size_must_divide_by_every_sp_degree(tmp_path, parallel, key):
+    ov = ["+exp=longnovel_curriculum", "slurm.nodes=1", "slurm.gpus_per_node=2", parallel]
+    with pytest.raises(ValueError, match=key):
         train_script(_cfg(ov), ov, REPO, tmp_path)
 
 

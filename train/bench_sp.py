@@ -70,8 +70,8 @@ def _timed(fn, warmup: int, repeat: int) -> float:
 
 def _step_worker(rank, world, port, threads, length, repeat, queue):
     from models.builders import load_causal_lm, resolve_model_path
-    from models.sequence_parallel import shard_batch
     from train.loss import token_loss_sum
+    from train.sequence_parallel import shard_batch
 
     group = _setup(rank, world, port, threads)
     return_freed_memory()                     # as the trainer does on CPU

@@ -13,8 +13,8 @@ from data_builders.collate import encode_classification, encode_sample, pack_sam
 from data_builders.sample_cache import encoded_samples
 from data_builders.schema import write_jsonl
 from data_builders.sources import DataError, build_records, in_bucket, needed_buckets, read_splits
-from models.sequence_parallel import SP_MODES
 from train.distributed import DistInfo, barrier
+from train.sequence_parallel import SP_MODES, stage_dims
 
 
 def check_run_config(cfg: DictConfig) -> None:
@@ -42,19 +42,9 @@ def check_run_config(cfg: DictConfig) -> None:
                         f"found {cfg.data.source!r}")
 
 
-def stage_sp_size(cfg: DictConfig, stage: DictConfig) -> int:
-    """A stage's sequence-parallel degree: its own `sp_size`, else `parallel.sp_size`."""
-    return stage.sp_size if stage.sp_size is not None else cfg.parallel.sp_size
-
-
 def stage_grad_accum(cfg: DictConfig, stage: DictConfig) -> int:
     """A stage's gradient accumulation: its own `grad_accum`, else `optim.grad_accum`."""
     return stage.grad_accum if stage.grad_accum is not None else cfg.optim.grad_accum
-
-
-def sp_sizes(cfg: DictConfig) -> list[int]:
-    """Every SP degree the run uses, `parallel.sp_size` first (process groups are built for each)."""
-    return [cfg.parallel.sp_size] + [stage_sp_size(cfg, s) for s in cfg.curriculum.stages]
 
 
 def check_parallel_config(cfg: DictConfig) -> None:
@@ -62,11 +52,8 @@ def check_parallel_config(cfg: DictConfig) -> None:
         raise ValueError(f"parallel.sp_mode: expected one of {list(SP_MODES)}, found {cfg.parallel.sp_mode!r}")
     world = int(os.environ.get("WORLD_SIZE", "1"))
     for stage in [None, *cfg.curriculum.stages]:
-        sp = cfg.parallel.sp_size if stage is None else stage_sp_size(cfg, stage)
-        own = stage is not None and stage.sp_size is not None
-        key = f"curriculum stage {stage.name!r} sp_size" if own else "parallel.sp_size"
-        if sp < 1 or world % sp:       # before any process group exists
-            raise ValueError(f"{key}={sp} must be >= 1 and divide the number of ranks {world}")
+        dims = stage_dims(cfg, stage, world)       # validated before any process group exists
+        sp, key = dims.sp_size, dims.key
         accum = cfg.optim.grad_accum if stage is None else stage_grad_accum(cfg, stage)
         if accum < 1:
             where = "optim.grad_accum" if stage is None or stage.grad_accum is None else \

@@ -13,17 +13,19 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from models.sequence_parallel import SPMesh
 from train.host_memory import return_freed_memory
+from train.sequence_parallel import ParallelDims
 
 
 @dataclass(frozen=True)
 class DistInfo:
+    """This rank, its device and its current layout (`dims`); the SP / DP arithmetic is the
+    layout's (`train.sequence_parallel.ParallelDims`)."""
     rank: int
     world_size: int
     local_rank: int
     device: torch.device
-    sp_size: int = 1
+    dims: ParallelDims | None = None
     sp_group: object = None          # this rank's sequence-parallel group (None when sp_size == 1)
     sp_groups: dict = field(default_factory=dict)   # sp degree -> this rank's group, for every degree built
 
@@ -32,16 +34,20 @@ class DistInfo:
         return self.rank == 0
 
     @property
+    def sp_size(self) -> int:
+        return self.dims.sp_size if self.dims else 1
+
+    @property
     def sp_rank(self) -> int:
-        return self.rank % self.sp_size
+        return self.dims.sp_rank(self.rank) if self.dims else 0
 
     @property
     def dp_rank(self) -> int:
-        return self.rank // self.sp_size
+        return self.dims.dp_rank(self.rank) if self.dims else self.rank
 
     @property
     def dp_size(self) -> int:
-        return self.world_size // self.sp_size
+        return self.dims.dp_size if self.dims else self.world_size
 
     def with_sp(self, sp_size: int) -> DistInfo:
         """The same ranks under another SP degree (a curriculum stage's own); its groups were built
@@ -49,7 +55,7 @@ class DistInfo:
         if sp_size > 1 and sp_size not in self.sp_groups:
             raise ValueError(f"sequence-parallel degree {sp_size} has no process groups; built: "
                              f"{sorted(self.sp_groups) or [1]}")
-        return replace(self, sp_size=sp_size, sp_group=self.sp_groups.get(sp_size))
+        return replace(self, dims=ParallelDims(self.world_size, sp_size), sp_group=self.sp_groups.get(sp_size))
 
 
 def init_distributed(sp_sizes: int | list[int] = 1, timeout_s: int = 1800) -> DistInfo:
@@ -75,14 +81,14 @@ def init_distributed(sp_sizes: int | list[int] = 1, timeout_s: int = 1800) -> Di
                                timeout=timedelta(seconds=timeout_s))
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     rank, world = dist.get_rank(), dist.get_world_size()
-    groups = {k: _sp_group(SPMesh(world, k), rank) for k in sorted(set(sp_sizes)) if k > 1}
+    groups = {k: _sp_group(ParallelDims(world, k), rank) for k in sorted(set(sp_sizes)) if k > 1}
     return DistInfo(rank, world, local_rank, device, sp_groups=groups).with_sp(sp_sizes[0])
 
 
-def _sp_group(mesh: SPMesh, rank: int):
+def _sp_group(dims: ParallelDims, rank: int):
     """Every rank creates every SP group (new_group is collective); each keeps its own."""
     mine = None
-    for ranks in mesh.sp_groups():
+    for ranks in dims.sp_groups():
         group = dist.new_group(ranks)
         if rank in ranks:
             mine = group

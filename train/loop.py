@@ -10,13 +10,13 @@ import torch
 from tqdm import tqdm
 
 from data_builders.collate import IGNORE_INDEX, collate, collate_classification
-from models.sequence_parallel import shard_batch
 from train.checkpoint import save_state
 from train.data import StagePlan
 from train.distributed import DistInfo, all_reduce_sum
 from train.loss import backward_scale, classifier_loss_sum, token_loss_sum
 from train.preemption import mark_preempted, stop_requested
 from train.run_dir import TrainLog
+from train.sequence_parallel import shard_batch
 from train.tracking import Tracker
 
 

@@ -150,7 +150,7 @@ class StageRow:
 
 
 def plan_rows(cfg: DictConfig, m: ModelShape, lay: Layout) -> list[StageRow]:
-    from train.data import stage_sp_size
+    from train.sequence_parallel import stage_sp_size
 
     limit = gpu_bytes(cfg)
     rows = []

@@ -13,8 +13,9 @@ from data_builders.user_errors import reports_user_errors
 @reports_user_errors("train/sft.py")
 def main(cfg: DictConfig) -> None:
     from models.builders import resolve_model_path
-    from train.data import check_run_config, sp_sizes
+    from train.data import check_run_config
     from train.distributed import init_distributed, teardown
+    from train.sequence_parallel import sp_sizes
     from train.trainer import train
 
     # before any process group: a missing path fails at once, and the embedded model is written by

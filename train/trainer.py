@@ -14,13 +14,14 @@ from eval.report import read_rows
 from models.builders import load_tokenizer, resolve_model_path
 from train.checkpoint import ResumePoint, find_resume_point, mark_stage_done, stage_dir, stage_weights
 from train.config import to_container
-from train.data import plan_stage, prepare_records, stage_grad_accum, stage_samples, stage_sp_size
+from train.data import plan_stage, prepare_records, stage_grad_accum, stage_samples
 from train.distributed import DistInfo, barrier, broadcast_object
 from train.engine import build_engine, export_hf
 from train.final_eval import evaluate_export
 from train.loop import StageContext, run_stage
 from train.preemption import mark_preempted, stop_requested
 from train.run_dir import TrainLog, agree_on_output_dir
+from train.sequence_parallel import stage_sp_size
 from train.tracking import Tracker
 
 

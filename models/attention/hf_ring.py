@@ -2,7 +2,7 @@
 
 Load a model with `attn_implementation="ring"` and call it with the extra
 keyword arguments `sp_group` (the SP process group, or None for one rank) and
-`sp_doc_lens` (local document lengths from `models.sequence_parallel.shard_batch`);
+`sp_doc_lens` (local document lengths from `train.sequence_parallel.shard_batch`);
 the decoder passes them down to every attention layer. No attention mask is
 built for this backend: causality and document boundaries are the ring's.
 """
