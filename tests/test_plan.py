@@ -77,3 +77,4 @@ def test_the_trainer_check_warns_when_over_and_refuses_when_far_over(qwen3_8b):
     assert "sft_32k" in check_before_training(cfg, 8, 24 * GB)           # 32k over by < 25%: a warning
     with pytest.raises(MemoryPlanError, match="plan.max_over"):
         check_before_training(cfg, 8, 12 * GB)
+    assert cfg.plan.gpu_mem_gb is None                                   # the run's config is left alone

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 import train.config  # noqa: F401  (registers the structured schemas)
 from data_builders.user_errors import reports_user_errors
@@ -64,6 +64,8 @@ def model_shape(path: str, kind: str = "generative", num_labels: int = 2, dtype:
     from accelerate import init_empty_weights
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification
 
+    from models.builders import torch_dtype
+
     config = AutoConfig.from_pretrained(path)
     with init_empty_weights():
         if kind == "discriminative":
@@ -75,8 +77,7 @@ def model_shape(path: str, kind: str = "generative", num_labels: int = 2, dtype:
     layer = model.base_model.layers[0]
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-    wanted = torch.bfloat16 if dtype == "auto" else getattr(torch, {"bf16": "bfloat16", "fp32": "float32"}
-                                                          .get(dtype, dtype))
+    wanted = torch.bfloat16 if dtype == "auto" else torch_dtype(dtype)     # auto: bf16 on the GPUs planned for
     return ModelShape(
         params=sum(p.numel() for p in model.parameters()), embed_params=embed.numel(),
         head_params=0 if head is None or head.weight is embed else head.weight.numel(),
@@ -210,8 +211,7 @@ def make_plan(cfg: DictConfig, world: int) -> tuple[list[StageRow], str]:
 def check_before_training(cfg: DictConfig, world: int, gpu_total_bytes: float) -> str | None:
     """On GPUs: None when every stage fits; the table as a warning when one does not; an error
     when one is over by more than plan.max_over."""
-    cfg = cfg.copy()
-    cfg.plan.gpu_mem_gb = gpu_total_bytes / GB
+    cfg = OmegaConf.merge(cfg, {"plan": {"gpu_mem_gb": gpu_total_bytes / GB}})
     rows, text = make_plan(cfg, world)
     worst = max(r.total / gpu_total_bytes for r in rows)
     if worst > cfg.plan.max_over:
