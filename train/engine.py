@@ -14,6 +14,7 @@ from models.builders import torch_dtype
 from models.heads import PooledClassifier
 from models.lora import merged_copy
 from models.response_lm import ResponseLM
+from train.sequence_parallel import stage_sp_size
 
 
 def ds_config(cfg: DictConfig, world_size: int, grad_accum: int | None = None) -> dict:
@@ -94,7 +95,7 @@ def build_engine(cfg: DictConfig, weights_dir: str, world_size: int, lr: float, 
         config["optimizer"]["params"]["lr"] = lr
     keep_alive = HfDeepSpeedConfig(config) if cfg.deepspeed.zero_stage == 3 else None
     try:
-        sp = cfg.parallel.sp_size if sp_size is None else sp_size
+        sp = stage_sp_size(cfg, None) if sp_size is None else sp_size
         model = load_model(cfg, weights_dir, attention_backend(cfg, sp), lora=cfg.model.lora.enabled)
     finally:
         del keep_alive
