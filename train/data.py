@@ -42,9 +42,12 @@ def check_run_config(cfg: DictConfig) -> None:
                         f"found {cfg.data.source!r}")
 
 
-def stage_grad_accum(cfg: DictConfig, stage: DictConfig) -> int:
-    """A stage's gradient accumulation: its own `grad_accum`, else `optim.grad_accum`."""
-    return stage.grad_accum if stage.grad_accum is not None else cfg.optim.grad_accum
+def stage_grad_accum(cfg: DictConfig, stage: DictConfig | None) -> tuple[int, str]:
+    """A stage's gradient accumulation and the key it comes from: its own `grad_accum`, else
+    `optim.grad_accum` (also for stage None, the run's default)."""
+    if stage is not None and stage.grad_accum is not None:
+        return stage.grad_accum, f"curriculum stage {stage.name!r} grad_accum"
+    return cfg.optim.grad_accum, "optim.grad_accum"
 
 
 def check_parallel_config(cfg: DictConfig) -> None:
@@ -54,11 +57,9 @@ def check_parallel_config(cfg: DictConfig) -> None:
     for stage in [None, *cfg.curriculum.stages]:
         dims = stage_dims(cfg, stage, world)       # validated before any process group exists
         sp, key = dims.sp_size, dims.key
-        accum = cfg.optim.grad_accum if stage is None else stage_grad_accum(cfg, stage)
+        accum, accum_key = stage_grad_accum(cfg, stage)
         if accum < 1:
-            where = "optim.grad_accum" if stage is None or stage.grad_accum is None else \
-                f"curriculum stage {stage.name!r} grad_accum"
-            raise ValueError(f"{where}={accum}: expected >= 1")
+            raise ValueError(f"{accum_key}={accum}: expected >= 1")
         if cfg.data.packing and (cfg.task.kind != "generative" or cfg.optim.micro_batch_size != 1
                                  or (sp > 1 and cfg.parallel.sp_mode != "zigzag_varlen")):
             raise ValueError("data.packing=true packs generative samples into one row per micro-batch: it needs "

@@ -107,7 +107,7 @@ def _run_one_stage(cfg, info, run_dir, index, stage, names, base, tokenizer, tra
                    tracker, start_step, global_step, state_dir):
     info = info.with_sp(stage_sp_size(cfg, stage))     # the stage's own SP x DP layout
     samples, skipped = _stage_samples(cfg, info, stage, tokenizer, train_records)
-    grad_accum = stage_grad_accum(cfg, stage)
+    grad_accum, _ = stage_grad_accum(cfg, stage)
     plan = plan_stage(stage, len(samples), info.dp_size, cfg.optim.micro_batch_size,
                       grad_accum, cfg.trainer.seed + 1000 * index, cfg.trainer.max_steps)
     if info.is_main:
