@@ -1,17 +1,25 @@
-"""The CUDA block kernel (flash-attn) against PyTorch's attention, and the ring on it.
-Marked `gpu`: skipped on machines without CUDA."""
+"""The CUDA block kernels (PyTorch's flash attention, flash-attn's) against PyTorch's attention,
+the ring on them, and `python -m train.gpu_check` end to end. Marked `gpu`: skipped on machines
+without CUDA."""
+import importlib.util
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 pytestmark = pytest.mark.gpu
+KERNELS = ["torch", pytest.param("flash_attn", marks=pytest.mark.skipif(
+    importlib.util.find_spec("flash_attn") is None, reason="flash-attn is not installed"))]
 
 
+@pytest.mark.parametrize("name", KERNELS)
 @pytest.mark.parametrize("heads", [(4, 4), (8, 2)])
-def test_flash_attn_block_kernel_matches_sdpa(heads):
-    from models.attention.kernels import FlashAttnKernel
+def test_cuda_block_kernels_match_sdpa(name, heads):
+    from models.attention.kernels import kernel_for
 
-    kernel = FlashAttnKernel()
+    kernel = kernel_for(torch.device("cuda"), name)
     q = torch.randn(2, heads[0], 256, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     k, v = (torch.randn(2, heads[1], 256, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
             for _ in range(2))
@@ -37,3 +45,11 @@ def test_ring_on_cuda_single_rank_matches_sdpa():
                                                     scale=0.125, enable_gqa=True)
                      for s in (slice(0, 200), slice(200, 512))], 2)
     torch.testing.assert_close(out, ref, atol=2e-2, rtol=2e-2)
+
+
+def test_the_gpu_check_command_holds_at_2k_tokens(tmp_path):
+    out = tmp_path / "gpu_check.json"
+    proc = subprocess.run([sys.executable, "-m", "train.gpu_check", "--quick", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "all checks hold" in proc.stdout and out.exists()

@@ -113,3 +113,17 @@ def test_one_rank_needs_no_process_group():
         k = torch.randn(1, heads[1], sum(docs), 8, dtype=dtype)
         torch.testing.assert_close(ring_attention(q, k, k, docs, 0.5, None, CPUFlashKernel()),
                                    _reference(q, k, k, docs, 0.5), **TOL[dtype])
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_the_loopback_ring_in_one_process_equals_one_kernel_call(world):
+    from train.ring_loopback import simulated_ring
+
+    q = torch.randn(1, 4, 96, 8, requires_grad=True)
+    k, v = (torch.randn(1, 2, 96, 8, requires_grad=True) for _ in range(2))
+    dout = torch.randn(1, 4, 96, 8)
+    out, dq, dk, dv = simulated_ring(q.detach(), k.detach(), v.detach(), dout, world, 0.3, CPUFlashKernel())
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3, enable_gqa=True)
+    torch.testing.assert_close(out, ref, **TOL[torch.float32])
+    for got, want in zip((dq, dk, dv), torch.autograd.grad(ref, (q, k, v), dout)):
+        torch.testing.assert_close(got, want, **TOL[torch.float32])

@@ -102,6 +102,8 @@ class CurriculumConfig:
 class ParallelConfig:
     sp_size: int = 1
     sp_mode: str = "zigzag"
+    ring_impl: str = "ring"               # ring (ours) | ring_flash_attn (CUDA, bf16 / fp16)
+    ring_kernel: str = "torch"            # our ring's block kernel: torch (PyTorch flash) | flash_attn
 
 
 @dataclass

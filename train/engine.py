@@ -75,7 +75,7 @@ def attention_backend(cfg: DictConfig, sp_size: int) -> str:
         return cfg.model.attn_implementation
     from models.attention.hf_ring import register
 
-    return register()
+    return register(cfg.parallel.ring_impl, cfg.parallel.ring_kernel)
 
 
 def load_model(cfg: DictConfig, path: str, attn_implementation: str, lora: bool = False):

@@ -2,9 +2,10 @@
 block that also returns (and in backward consumes) the log-sum-exp.
 
 Tensors are [batch, heads, seq, head_dim]; key/value may have fewer heads (GQA);
-the log-sum-exp is float32 [batch, heads, seq]. On CPU the kernel is PyTorch's
-flash kernel for CPU; on CUDA it is flash-attn (installed with the `gpu` extra,
-imported only there). The ring code around them is identical on both.
+the log-sum-exp is float32 [batch, heads, seq]. PyTorch's own flash kernels serve
+both devices (`parallel.ring_kernel: torch`, the default); on CUDA, flash-attn's
+(`parallel.ring_kernel: flash_attn`, installed with the `gpu` extra and imported
+only then) is the alternative. The ring code around them is identical.
 """
 from __future__ import annotations
 
@@ -22,12 +23,36 @@ class BlockKernel(Protocol):
 
 
 class CPUFlashKernel:
+    """PyTorch's flash attention for CPU (fp32 / bf16)."""
+
     def forward(self, q, k, v, causal, scale):
         return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
 
     def backward(self, dout, q, k, v, out, lse, causal, scale):
         return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
             dout.contiguous(), q, k, v, out, lse.contiguous(), 0.0, causal, scale=scale)
+
+
+class CUDAFlashKernel:
+    """PyTorch's flash attention for CUDA (FlashAttention-2 inside PyTorch; fp16 / bf16, GQA)."""
+
+    def __init__(self):
+        if not hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_backward"):
+            raise RuntimeError(
+                f"PyTorch {torch.__version__} has no CUDA flash attention op "
+                "(aten::_scaled_dot_product_flash_attention); install a CUDA build of PyTorch >= 2.2, "
+                "or `pip install flash-attn` and set parallel.ring_kernel=flash_attn")
+
+    def forward(self, q, k, v, causal, scale):
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)[:2]
+        return out, lse[..., :q.shape[2]]
+
+    def backward(self, dout, q, k, v, out, lse, causal, scale):
+        # cum_seq_* undefined selects the dense (not varlen) kernel; the philox state is read only
+        # with dropout, which the ring never uses
+        return torch.ops.aten._scaled_dot_product_flash_attention_backward(
+            dout.contiguous(), q, k, v, out, lse.contiguous(), None, None, q.shape[2], k.shape[2],
+            0.0, causal, None, None, scale=scale)
 
 
 def _supported(fn, **kwargs) -> dict:
@@ -61,5 +86,20 @@ class FlashAttnKernel:
         return dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)
 
 
-def kernel_for(device: torch.device) -> BlockKernel:
-    return FlashAttnKernel() if device.type == "cuda" else CPUFlashKernel()
+KERNELS = ("torch", "flash_attn")
+
+
+def check_kernel_name(name: str) -> str:
+    if name not in KERNELS:
+        raise ValueError(f"parallel.ring_kernel={name!r}: expected one of {', '.join(KERNELS)}")
+    return name
+
+
+def kernel_for(device: torch.device, name: str = "torch") -> BlockKernel:
+    """The block kernel `parallel.ring_kernel` names, for the device the tensors are on."""
+    check_kernel_name(name)
+    if device.type != "cuda":
+        if name == "flash_attn":
+            raise ValueError(f"parallel.ring_kernel=flash_attn needs CUDA tensors, found {device.type}")
+        return CPUFlashKernel()
+    return FlashAttnKernel() if name == "flash_attn" else CUDAFlashKernel()

@@ -1,0 +1,307 @@
+"""One command that proves a GPU: kernels, the ring, a full training step, vLLM.
+
+    python -m train.gpu_check --out gpu_check.json          # about 3 minutes on one H100
+    python -m train.gpu_check --lengths 2048 --quick         # the same checks, small (pytest -m gpu)
+
+1. Block kernels (PyTorch's CUDA flash attention; flash-attn's when installed) against an
+   fp32 reference (SDPA's math path, a block of queries at a time), bf16, causal and not,
+   grouped-query heads, forward and backward: relative errors ||x - ref|| / ||ref||.
+2. The ring at sp 2 / 4 / 8 simulated in one process (`train.ring_loopback`: every rank a
+   thread, the same ring code) against one kernel call on the whole sequence: errors and
+   time relative to the single call.
+3. One training step (forward, backward, AdamW) of a randomly initialised Qwen3-0.6B-shaped
+   model in bf16 with gradient checkpointing, through our ring backend at sp 1 and through
+   HF's `sdpa`: tokens/s, model FLOPs utilisation against the GPU's bf16 peak, peak memory,
+   and the memory plan's (`train.plan`) activation terms next to the measured growth.
+4. vLLM greedy against HF greedy on the tiny model, when vLLM is installed.
+
+Prints a table per check and writes all figures as JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import time
+
+import torch
+import torch.nn.functional as F
+
+from models.attention.kernels import CPUFlashKernel, CUDAFlashKernel, FlashAttnKernel
+
+BF16_PEAK_TFLOPS = {"H100": 989, "H200": 989, "H800": 989, "H20": 148, "A100": 312, "A800": 312}
+BF16_REL_TOL = 2e-2          # ||bf16 - fp32 reference|| / ||reference||
+QWEN3_0_6B = dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
+                  num_key_value_heads=8, head_dim=128, vocab_size=151936, max_position_embeddings=40960,
+                  rope_theta=1e6, tie_word_embeddings=True)
+
+
+def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((x.float() - ref.float()).norm() / ref.float().norm().clamp_min(1e-30))
+
+
+def timed(fn, repeat: int = 3) -> float:
+    """Median seconds of fn() after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        _sync()
+        t0 = time.perf_counter()
+        fn()
+        _sync()
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+def _sync():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def kernels_under_test(device: torch.device) -> dict:
+    if device.type != "cuda":
+        return {"torch-cpu": CPUFlashKernel()}
+    out = {"torch": CUDAFlashKernel()}
+    if importlib.util.find_spec("flash_attn"):
+        out["flash_attn"] = FlashAttnKernel()
+    return out
+
+
+def attention_inputs(length: int, heads: tuple[int, int], dim: int, device, dtype, seed: int = 0):
+    gen = torch.Generator(device=device).manual_seed(seed)
+    q = torch.randn(1, heads[0], length, dim, device=device, dtype=dtype, generator=gen)
+    k, v, dout = (torch.randn(1, h, length, dim, device=device, dtype=dtype, generator=gen)
+                  for h in (heads[1], heads[1], heads[0]))
+    return q, k, v, dout
+
+
+def fp32_reference(q, k, v, dout, causal: bool, scale: float, block: int = 2048):
+    """out, dq, dk, dv in fp32 through SDPA's math path, `block` queries at a time (a 32k x 32k
+    score matrix of 16 heads would take 68 GB)."""
+    q, k, v, dout = (t.float() for t in (q, k, v, dout))
+    k, v = k.requires_grad_(), v.requires_grad_()
+    n, outs, dqs = q.shape[2], [], []
+    for a in range(0, n, block):
+        qb = q[:, :, a:a + block].clone().requires_grad_()
+        mask = None
+        if causal:
+            mask = torch.arange(a, a + qb.shape[2], device=q.device)[:, None] >= torch.arange(n, device=q.device)
+        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+            ob = F.scaled_dot_product_attention(qb, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
+        ob.backward(dout[:, :, a:a + block])
+        outs.append(ob.detach())
+        dqs.append(qb.grad)
+    return torch.cat(outs, 2), torch.cat(dqs, 2), k.grad, v.grad
+
+
+def check_kernels(lengths, device, heads=(16, 8), dim=128) -> list[dict]:
+    rows = []
+    scale = dim ** -0.5
+    dtype = torch.bfloat16
+    for name, kernel in kernels_under_test(device).items():
+        for length in lengths:
+            for causal in (True, False):
+                q, k, v, dout = attention_inputs(length, heads, dim, device, dtype)
+                ref = fp32_reference(q, k, v, dout, causal, scale)
+                out, lse = kernel.forward(q, k, v, causal, scale)
+                grads = kernel.backward(dout, q, k, v, out, lse, causal, scale)
+                errs = [rel_err(x, r) for x, r in zip((out, *grads), ref)]
+                rows.append({"kernel": name, "tokens": length, "causal": causal, "heads": list(heads),
+                             "rel_err": dict(zip(("out", "dq", "dk", "dv"), errs)),
+                             "ok": max(errs) <= BF16_REL_TOL})
+                del q, k, v, dout, ref, out, lse, grads
+    return rows
+
+
+def check_ring(length: int, worlds, device, heads=(16, 8), dim=128, repeat: int = 3) -> list[dict]:
+    from train.ring_loopback import simulated_ring
+
+    kernel = kernels_under_test(device)["torch" if device.type == "cuda" else "torch-cpu"]
+    scale = dim ** -0.5
+    q, k, v, dout = attention_inputs(length, heads, dim, device, torch.bfloat16, seed=1)
+
+    def single():
+        out, lse = kernel.forward(q, k, v, True, scale)
+        return (out, *kernel.backward(dout, q, k, v, out, lse, True, scale))
+
+    reference = single()
+    single_s = timed(single, repeat)
+    rows = []
+    for world in worlds:
+        ring = simulated_ring(q, k, v, dout, world, scale, kernel)
+        errs = [rel_err(x, r) for x, r in zip(ring, reference)]
+        ring_s = timed(lambda: simulated_ring(q, k, v, dout, world, scale, kernel), repeat)
+        rows.append({"sp": world, "tokens": length, "rel_err_vs_single": dict(zip(("out", "dq", "dk", "dv"), errs)),
+                     "single_call_s": single_s, "ring_s": ring_s, "ring_over_single": ring_s / single_s,
+                     "ok": max(errs) <= BF16_REL_TOL})
+    return rows
+
+
+def random_qwen3(shape: dict, attn: str, device, dtype=torch.bfloat16):
+    from transformers import AutoModelForCausalLM, Qwen3Config
+
+    import models.attention.hf_ring  # noqa: F401  (registers the ring backend)
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(Qwen3Config(**shape), attn_implementation=attn, dtype=dtype)
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model.to(device)
+
+
+def model_flops(cfg: dict, tokens: int, layer_params: int) -> float:
+    """Forward + backward (3x forward) matmul FLOPs, causal attention counted once per pair,
+    no recomputation (model FLOPs, not hardware FLOPs)."""
+    attn = 2 * tokens * tokens * cfg["num_attention_heads"] * cfg["head_dim"]
+    forward = 2 * tokens * (cfg["num_hidden_layers"] * layer_params + cfg["vocab_size"] * cfg["hidden_size"])
+    return 3 * (forward + cfg["num_hidden_layers"] * attn)
+
+
+def peak_tflops(device) -> float | None:
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+    hits = [v for k, v in BF16_PEAK_TFLOPS.items() if k in name.split()[-1:] + name.split()]
+    return float(hits[0]) if hits else None
+
+
+def planned_step_bytes(shape: dict, tokens: int, chunk: int) -> dict:
+    """train.plan's terms for this step: one GPU, no ZeRO, gradient checkpointing, bf16."""
+    import tempfile
+
+    from transformers import Qwen3Config
+
+    from train.plan import Layout, model_shape, stage_terms
+
+    with tempfile.TemporaryDirectory() as d:
+        Qwen3Config(**shape).save_pretrained(d)
+        shape = model_shape(d, "generative", dtype="bf16")
+    lay = Layout(world=1, gpus_per_node=1, zero_stage=0, offload_param=False, offload_optimizer=False,
+                 gradient_checkpointing=True, generative=True, chunk_tokens=chunk)
+    terms = stage_terms(shape, lay, tokens, 1, labelled=tokens)
+    return {"activations": terms["activations"], "logits": terms["logits"], "layer_params": shape.layer_params}
+
+
+def check_training_step(tokens: int, device, shape: dict = QWEN3_0_6B, attns=("ring", "sdpa"), chunk: int = 1024,
+                        repeat: int = 2) -> list[dict]:
+    from models.response_lm import ResponseLM
+
+    plan = planned_step_bytes(shape, tokens, chunk)
+    flops = model_flops(shape, tokens, plan["layer_params"])
+    peak = peak_tflops(device)
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(3, shape["vocab_size"], (1, tokens), generator=gen).to(device)
+    labels = torch.cat([ids[:, 1:], torch.full((1, 1), -100, device=device)], 1)
+    positions = torch.arange(tokens, device=device)[None]
+    rows = []
+    for attn in attns:
+        model = ResponseLM(random_qwen3(shape, attn, device), chunk)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+
+        def step():
+            loss, n = model(input_ids=ids, position_ids=positions, shift_labels=labels)
+            (loss / n).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        step()                                  # allocates the optimizer state
+        seconds = timed(step, repeat)
+        growth = measured_growth(step, device)
+        grads = sum(p.numel() * p.element_size() for p in model.parameters())
+        rows.append({"attn": attn, "tokens": tokens, "step_s": seconds, "tokens_per_s": tokens / seconds,
+                     "model_tflops": flops / 1e12, "mfu": flops / seconds / (peak * 1e12) if peak else None,
+                     "peak_gb": growth["peak"] / 1e9, "measured_activation_gb": (growth["growth"] - grads) / 1e9,
+                     "planned_activation_gb": (plan["activations"] + plan["logits"]) / 1e9})
+        del model, opt
+        _empty_cache(device)
+    return rows
+
+
+def measured_growth(step, device) -> dict:
+    """Peak memory of one step, and its growth over what was allocated before it."""
+    if device.type != "cuda":
+        return {"peak": float("nan"), "growth": float("nan")}
+    _empty_cache(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    step()
+    peak = torch.cuda.max_memory_allocated(device)
+    return {"peak": peak, "growth": peak - before}
+
+
+def _empty_cache(device):
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def check_vllm() -> dict:
+    if importlib.util.find_spec("vllm") is None:
+        return {"skipped": "vLLM is not installed (pip install -e '.[gpu]')"}
+    from eval.generate import greedy_batch
+    from eval.vllm_backend import vllm_generate
+    from models.builders import load_causal_lm, load_tokenizer, resolve_model_path
+
+    path = resolve_model_path("embedded:qwen3-tiny")
+    tok = load_tokenizer(path)
+    texts = ["<|im_start|>user\n你好<|im_end|>\n<|im_start|>assistant\n",
+             "<|im_start|>user\n摘要是否忠实于原文？<|im_end|>\n<|im_start|>assistant\n"]
+    model = load_causal_lm(path).cuda()
+    ours = [greedy_batch(model, tok, [tok(t)["input_ids"]], 16)[0] for t in texts]   # prompts of unequal length
+    theirs = vllm_generate(path, texts, 16, yarn="none")
+    return {"prompts": len(texts), "equal": ours == theirs, "ok": ours == theirs}
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    if isinstance(value, dict):
+        return " ".join(f"{k} {_fmt(v)}" for k, v in value.items())
+    return str(value)
+
+
+def print_table(title: str, rows: list[dict]) -> None:
+    print(f"\n## {title}")
+    if not rows:
+        return
+    cols = list(rows[0])
+    cells = [[_fmt(r.get(c)) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+
+
+def run_checks(lengths, ring_tokens: int, worlds, step_tokens: int, device) -> dict:
+    report = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+              "torch": torch.__version__, "peak_bf16_tflops": peak_tflops(device)}
+    report["kernels"] = check_kernels(lengths, device)
+    print_table("block kernels vs fp32 reference (relative error)", report["kernels"])
+    report["ring"] = check_ring(ring_tokens, worlds, device)
+    print_table("simulated ring vs one kernel call (bf16)", report["ring"])
+    report["training_step"] = check_training_step(step_tokens, device)
+    print_table("training step, Qwen3-0.6B shape, bf16, gradient checkpointing", report["training_step"])
+    report["vllm"] = check_vllm() if device.type == "cuda" else {"skipped": "needs CUDA"}
+    print_table("vLLM greedy vs HF greedy", [report["vllm"]])
+    report["ok"] = all(r["ok"] for r in report["kernels"] + report["ring"]) and report["vllm"].get("ok", True)
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[2048, 16384, 32768], help="kernel check lengths")
+    parser.add_argument("--ring-tokens", type=int, default=32768)
+    parser.add_argument("--sp", type=int, nargs="+", default=[2, 4, 8], help="simulated ring degrees")
+    parser.add_argument("--step-tokens", type=int, default=32768)
+    parser.add_argument("--quick", action="store_true", help="2k tokens everywhere (what `pytest -m gpu` runs)")
+    parser.add_argument("--out", default="gpu_check.json")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("train.gpu_check needs a CUDA GPU; torch.cuda.is_available() is False here")
+    if args.quick:
+        args.lengths, args.ring_tokens, args.step_tokens = [2048], 2048, 2048
+    report = run_checks(args.lengths, args.ring_tokens, args.sp, args.step_tokens, torch.device("cuda"))
+    with open(args.out, "w") as f:
+        json.dump(report, f, indent=1)
+    print(f"\n{'all checks hold' if report['ok'] else 'SOME CHECKS FAIL'}; figures in {args.out}")
+    raise SystemExit(0 if report["ok"] else 1)
+
+
+if __name__ == "__main__":
+    main()
