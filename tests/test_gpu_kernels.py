@@ -53,3 +53,22 @@ def test_the_gpu_check_command_holds_at_2k_tokens(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "all checks hold" in proc.stdout and out.exists()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ring_flash_attn") is None, reason="ring-flash-attn is not installed")
+def test_ring_flash_attn_backend_matches_our_ring(tmp_path):
+    """One NCCL rank (a single GPU cannot host more): the two backends on packed documents."""
+    import torch.distributed as dist
+
+    from models.attention.hf_ring import ring_attention_forward, ring_flash_attn_forward
+
+    dist.init_process_group("nccl", init_method=f"file://{tmp_path}/rendezvous", rank=0, world_size=1)
+    try:
+        group = dist.new_group([0])
+        q = torch.randn(1, 8, 512, 64, device="cuda", dtype=torch.bfloat16)
+        k, v = (torch.randn(1, 2, 512, 64, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        ours = ring_attention_forward(None, q, k, v, None, 0.125, sp_group=group, sp_doc_lens=[200, 312])[0]
+        theirs = ring_flash_attn_forward(None, q, k, v, None, 0.125, sp_group=group, sp_doc_lens=[200, 312])[0]
+        torch.testing.assert_close(theirs, ours, atol=2e-2, rtol=2e-2)
+    finally:
+        dist.destroy_process_group()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import re
 import time
 
 import torch
@@ -157,8 +158,10 @@ def model_flops(cfg: dict, tokens: int, layer_params: int) -> float:
 
 
 def peak_tflops(device) -> float | None:
+    """Dense bf16 peak of the GPU model named in the device name (SXM figures), else None."""
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
-    hits = [v for k, v in BF16_PEAK_TFLOPS.items() if k in name.split()[-1:] + name.split()]
+    words = set(re.split(r"[\s-]+", name))
+    hits = [v for k, v in BF16_PEAK_TFLOPS.items() if k in words]
     return float(hits[0]) if hits else None
 
 
@@ -180,12 +183,11 @@ def planned_step_bytes(shape: dict, tokens: int, chunk: int) -> dict:
 
 
 def check_training_step(tokens: int, device, shape: dict = QWEN3_0_6B, attns=("ring", "sdpa"), chunk: int = 1024,
-                        repeat: int = 2) -> list[dict]:
+                        repeat: int = 2, peak: float | None = None) -> list[dict]:
     from models.response_lm import ResponseLM
 
     plan = planned_step_bytes(shape, tokens, chunk)
     flops = model_flops(shape, tokens, plan["layer_params"])
-    peak = peak_tflops(device)
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(3, shape["vocab_size"], (1, tokens), generator=gen).to(device)
     labels = torch.cat([ids[:, 1:], torch.full((1, 1), -100, device=device)], 1)
@@ -195,15 +197,19 @@ def check_training_step(tokens: int, device, shape: dict = QWEN3_0_6B, attns=("r
         model = ResponseLM(random_qwen3(shape, attn, device), chunk)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
 
-        def step():
+        def forward_backward():
             loss, n = model(input_ids=ids, position_ids=positions, shift_labels=labels)
             (loss / n).backward()
+
+        def step():
+            forward_backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
 
         step()                                  # allocates the optimizer state
         seconds = timed(step, repeat)
-        growth = measured_growth(step, device)
+        growth = measured_growth(forward_backward, device)
+        opt.zero_grad(set_to_none=True)
         grads = sum(p.numel() * p.element_size() for p in model.parameters())
         rows.append({"attn": attn, "tokens": tokens, "step_s": seconds, "tokens_per_s": tokens / seconds,
                      "model_tflops": flops / 1e12, "mfu": flops / seconds / (peak * 1e12) if peak else None,
@@ -214,14 +220,15 @@ def check_training_step(tokens: int, device, shape: dict = QWEN3_0_6B, attns=("r
     return rows
 
 
-def measured_growth(step, device) -> dict:
-    """Peak memory of one step, and its growth over what was allocated before it."""
+def measured_growth(forward_backward, device) -> dict:
+    """Peak memory of forward + backward, and its growth over what was allocated before (the
+    growth less the gradients is what the plan's activation and logits terms predict)."""
     if device.type != "cuda":
         return {"peak": float("nan"), "growth": float("nan")}
     _empty_cache(device)
     torch.cuda.reset_peak_memory_stats(device)
     before = torch.cuda.memory_allocated(device)
-    step()
+    forward_backward()
     peak = torch.cuda.max_memory_allocated(device)
     return {"peak": peak, "growth": peak - before}
 
@@ -268,14 +275,14 @@ def print_table(title: str, rows: list[dict]) -> None:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
 
 
-def run_checks(lengths, ring_tokens: int, worlds, step_tokens: int, device) -> dict:
+def run_checks(lengths, ring_tokens: int, worlds, step_tokens: int, device, peak: float | None) -> dict:
     report = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-              "torch": torch.__version__, "peak_bf16_tflops": peak_tflops(device)}
+              "torch": torch.__version__, "peak_bf16_tflops": peak or peak_tflops(device)}
     report["kernels"] = check_kernels(lengths, device)
     print_table("block kernels vs fp32 reference (relative error)", report["kernels"])
     report["ring"] = check_ring(ring_tokens, worlds, device)
     print_table("simulated ring vs one kernel call (bf16)", report["ring"])
-    report["training_step"] = check_training_step(step_tokens, device)
+    report["training_step"] = check_training_step(step_tokens, device, peak=report["peak_bf16_tflops"])
     print_table("training step, Qwen3-0.6B shape, bf16, gradient checkpointing", report["training_step"])
     report["vllm"] = check_vllm() if device.type == "cuda" else {"skipped": "needs CUDA"}
     print_table("vLLM greedy vs HF greedy", [report["vllm"]])
@@ -289,6 +296,7 @@ def main() -> None:
     parser.add_argument("--ring-tokens", type=int, default=32768)
     parser.add_argument("--sp", type=int, nargs="+", default=[2, 4, 8], help="simulated ring degrees")
     parser.add_argument("--step-tokens", type=int, default=32768)
+    parser.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak, for MFU (default: by name)")
     parser.add_argument("--quick", action="store_true", help="2k tokens everywhere (what `pytest -m gpu` runs)")
     parser.add_argument("--out", default="gpu_check.json")
     args = parser.parse_args()
@@ -296,7 +304,8 @@ def main() -> None:
         raise SystemExit("train.gpu_check needs a CUDA GPU; torch.cuda.is_available() is False here")
     if args.quick:
         args.lengths, args.ring_tokens, args.step_tokens = [2048], 2048, 2048
-    report = run_checks(args.lengths, args.ring_tokens, args.sp, args.step_tokens, torch.device("cuda"))
+    report = run_checks(args.lengths, args.ring_tokens, args.sp, args.step_tokens, torch.device("cuda"),
+                        args.peak_tflops)
     with open(args.out, "w") as f:
         json.dump(report, f, indent=1)
     print(f"\n{'all checks hold' if report['ok'] else 'SOME CHECKS FAIL'}; figures in {args.out}")
