@@ -53,6 +53,7 @@ def stage_grad_accum(cfg: DictConfig, stage: DictConfig | None) -> tuple[int, st
 def check_parallel_config(cfg: DictConfig) -> None:
     if cfg.parallel.sp_mode not in SP_MODES:
         raise ValueError(f"parallel.sp_mode: expected one of {list(SP_MODES)}, found {cfg.parallel.sp_mode!r}")
+    check_ring_config(cfg)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     for stage in [None, *cfg.curriculum.stages]:
         dims = stage_dims(cfg, stage, world)       # validated before any process group exists
@@ -68,6 +69,26 @@ def check_parallel_config(cfg: DictConfig) -> None:
         if sp > 1 and cfg.optim.micro_batch_size != 1:
             raise ValueError(f"{key}={sp} needs optim.micro_batch_size=1 (found {cfg.optim.micro_batch_size}); "
                              "raise optim.grad_accum instead")
+
+
+def check_ring_config(cfg: DictConfig) -> None:
+    from models.attention.hf_ring import IMPLEMENTATIONS
+    from models.attention.kernels import KERNELS
+
+    impl, kernel = cfg.parallel.ring_impl, cfg.parallel.ring_kernel
+    if impl not in IMPLEMENTATIONS:
+        raise ValueError(f"parallel.ring_impl: expected one of {list(IMPLEMENTATIONS)}, found {impl!r}")
+    if kernel not in KERNELS:
+        raise ValueError(f"parallel.ring_kernel: expected one of {list(KERNELS)}, found {kernel!r}")
+    needs_cuda = {"parallel.ring_impl=ring_flash_attn": impl == "ring_flash_attn",
+                  "parallel.ring_kernel=flash_attn": kernel == "flash_attn"}
+    for key, wanted in needs_cuda.items():
+        if wanted and not torch.cuda.is_available():
+            raise ValueError(f"{key} runs on CUDA only, and this machine has no CUDA device; use the defaults "
+                             "(parallel.ring_impl=ring, parallel.ring_kernel=torch)")
+    if impl == "ring_flash_attn" and cfg.model.dtype in ("float32", "fp32"):
+        raise ValueError(f"parallel.ring_impl=ring_flash_attn with model.dtype={cfg.model.dtype}: its zigzag "
+                         "backward is wrong for fp32 inputs; use bf16 or parallel.ring_impl=ring")
 
 
 def prepare_records(cfg: DictConfig, tokenizer, run_dir: Path, info: DistInfo) -> dict[str, list[dict]]:

@@ -131,7 +131,7 @@ def check_ring(length: int, worlds, device, heads=(16, 8), dim=128, repeat: int 
     for world in worlds:
         ring = simulated_ring(q, k, v, dout, world, scale, kernel)
         errs = [rel_err(x, r) for x, r in zip(ring, reference)]
-        ring_s = timed(lambda: simulated_ring(q, k, v, dout, world, scale, kernel), repeat)
+        ring_s = timed(lambda w=world: simulated_ring(q, k, v, dout, w, scale, kernel), repeat)
         rows.append({"sp": world, "tokens": length, "rel_err_vs_single": dict(zip(("out", "dq", "dk", "dv"), errs)),
                      "single_call_s": single_s, "ring_s": ring_s, "ring_over_single": ring_s / single_s,
                      "ok": max(errs) <= BF16_REL_TOL})
@@ -184,40 +184,43 @@ def planned_step_bytes(shape: dict, tokens: int, chunk: int) -> dict:
 
 def check_training_step(tokens: int, device, shape: dict = QWEN3_0_6B, attns=("ring", "sdpa"), chunk: int = 1024,
                         repeat: int = 2, peak: float | None = None) -> list[dict]:
-    from models.response_lm import ResponseLM
-
     plan = planned_step_bytes(shape, tokens, chunk)
     flops = model_flops(shape, tokens, plan["layer_params"])
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(3, shape["vocab_size"], (1, tokens), generator=gen).to(device)
-    labels = torch.cat([ids[:, 1:], torch.full((1, 1), -100, device=device)], 1)
-    positions = torch.arange(tokens, device=device)[None]
+    batch = {"input_ids": ids, "position_ids": torch.arange(tokens, device=device)[None],
+             "shift_labels": torch.cat([ids[:, 1:], torch.full((1, 1), -100, device=device)], 1)}
     rows = []
     for attn in attns:
-        model = ResponseLM(random_qwen3(shape, attn, device), chunk)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
-
-        def forward_backward():
-            loss, n = model(input_ids=ids, position_ids=positions, shift_labels=labels)
-            (loss / n).backward()
-
-        def step():
-            forward_backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-
-        step()                                  # allocates the optimizer state
-        seconds = timed(step, repeat)
-        growth = measured_growth(forward_backward, device)
-        opt.zero_grad(set_to_none=True)
-        grads = sum(p.numel() * p.element_size() for p in model.parameters())
+        seconds, growth = _time_training_step(shape, attn, batch, chunk, device, repeat)
         rows.append({"attn": attn, "tokens": tokens, "step_s": seconds, "tokens_per_s": tokens / seconds,
                      "model_tflops": flops / 1e12, "mfu": flops / seconds / (peak * 1e12) if peak else None,
-                     "peak_gb": growth["peak"] / 1e9, "measured_activation_gb": (growth["growth"] - grads) / 1e9,
+                     "peak_gb": growth["peak"] / 1e9, "measured_activation_gb": growth["activations"] / 1e9,
                      "planned_activation_gb": (plan["activations"] + plan["logits"]) / 1e9})
-        del model, opt
         _empty_cache(device)
     return rows
+
+
+def _time_training_step(shape: dict, attn: str, batch: dict, chunk: int, device, repeat: int):
+    from models.response_lm import ResponseLM
+
+    model = ResponseLM(random_qwen3(shape, attn, device), chunk)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+
+    def forward_backward():
+        loss, n = model(**batch)
+        (loss / n).backward()
+
+    def step():
+        forward_backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    step()                                      # allocates the optimizer state
+    seconds = timed(step, repeat)
+    growth = measured_growth(forward_backward, device)
+    grads = sum(p.numel() * p.element_size() for p in model.parameters())
+    return seconds, {**growth, "activations": growth["growth"] - grads}
 
 
 def measured_growth(forward_backward, device) -> dict:
