@@ -44,6 +44,9 @@ class CUDAFlashKernel:
                 "or `pip install flash-attn` and set parallel.ring_kernel=flash_attn")
 
     def forward(self, q, k, v, causal, scale):
+        if q.dtype not in (torch.float16, torch.bfloat16):
+            raise ValueError(f"the ring on CUDA runs in bf16 / fp16 (flash attention), found {q.dtype}; "
+                             "set model.dtype=bf16 (fp32 ring attention runs on CPU)")
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)[:2]
         return out, lse[..., :q.shape[2]]
 
