@@ -102,14 +102,26 @@ class SourceIndex:
         self.bm25 = BM25Okapi([_terms(s, language) or ["_"] for s in self.sents]) if self.sents else None
         self._emb = None
 
-    def best(self, sentence: str) -> int:
-        """Index of the source sentence that best matches: BM25, fused with the embedding ranker if any."""
+    def scores(self, sentence: str) -> list[float]:
+        """How well each source sentence matches: BM25, fused with the embedding ranker if any."""
         scores = list(self.bm25.get_scores(_terms(sentence, self.language)))
         if self.ranker is not None:
             if self._emb is None:
                 self._emb = self.ranker.encode(self.sents)
             scores = fuse(scores, self.ranker.scores(sentence, self._emb))
+        return scores
+
+    def best(self, sentence: str) -> int:
+        """Index of the source sentence that best matches."""
+        scores = self.scores(sentence)
         return max(range(len(self.sents)), key=lambda i: scores[i])
+
+    def top(self, sentence: str, k: int) -> list[int]:
+        """Indices of the k best-matching source sentences, in source order (ties: earlier first)."""
+        if not self.sents:
+            return []
+        scores = self.scores(sentence)
+        return sorted(sorted(range(len(self.sents)), key=lambda i: -scores[i])[:k])
 
     def window(self, sentence: str, budget: int | None = None) -> str:
         """The sentences around the best match, grown right then left while `budget` units allow

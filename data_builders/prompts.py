@@ -13,6 +13,7 @@ TYPE_ZH = {
 ZH_TYPE = {v: k for k, v in TYPE_ZH.items()}
 HALLUCINATED, FAITHFUL = "有幻觉", "无幻觉"
 TEMPLATES = ("prompt_e", "prompt_b", "cot")   # Figs. 19, 20, 21
+SENTENCE_CHECK = "sentence_check"   # one response sentence against its evidence (data_builders/evidence.py)
 
 
 @cache
@@ -60,11 +61,15 @@ def template_for(record: dict, default: str) -> str:
 
 
 def render_messages(record: dict, template: str) -> list[dict]:
-    """The chat prompt of `template`: LongNovel detection (`prompt_e`) or ANAH annotation (`anah_*`)."""
+    """The chat prompt of `template`: LongNovel detection (`prompt_e`), ANAH annotation (`anah_*`) or
+    a sentence against its evidence (`sentence_check`)."""
     template = template_for(record, template)
     if template.startswith("anah_"):
         from data_builders.anah import annotation_messages
         return annotation_messages(record, template)
+    if template == SENTENCE_CHECK:
+        from data_builders.evidence import sentence_check_messages
+        return sentence_check_messages(record)
     return detection_messages(record, template)
 
 

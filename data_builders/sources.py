@@ -36,9 +36,18 @@ def _released_file(root: Path, split: str) -> Path:
     raise DataError(f"data.root={root}: expected {split}.jsonl or {split}.json")
 
 
+def length_template(template: str) -> str:
+    """The prompt whose token count puts a record in its length bucket: a sentence-level task
+    (`sentence_check`) counts the whole-document prompt, so that S / M / L hold the same records
+    whichever annotator reads them."""
+    from data_builders.prompts import SENTENCE_CHECK
+
+    return "prompt_e" if template == SENTENCE_CHECK else template
+
+
 def build_records(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], str]:
     """Records per split, and a short text report of what was built."""
-    template = cfg.task.template
+    template = length_template(cfg.task.template)
     if cfg.data.source == "mixture":
         from data_builders.mixture import mix_records
 

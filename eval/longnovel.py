@@ -18,6 +18,9 @@ def score_longnovel(gold: list[dict], preds: dict[str, dict], bertscore=None) ->
                      "pred_types": types, "correct": pred == rec["label"],
                      "length_bucket": rec.get("length_bucket"), "position": rec.get("position"),
                      "types": rec.get("hallucination_types") or []})
+        if "flagged_sentence" in raw:
+            rows[-1]["flagged_sentence"] = raw["flagged_sentence"]
+            rows[-1]["flagged_right"] = raw["flagged_sentence"] in (rec.get("hallucinated_sentences") or [])
     metrics = {"overall": binary_scores([r["gold"] for r in rows], [r["pred"] for r in rows]),
                "by_bucket": {}, "by_type": {}, "by_position": {},
                "missing_ids": [r["id"] for r in gold if r["id"] not in preds]}
@@ -29,6 +32,10 @@ def score_longnovel(gold: list[dict], preds: dict[str, dict], bertscore=None) ->
         sub = [(r["gold"], r["pred"]) for r in rows if t in r["types"]]
         if sub:
             metrics["by_type"][t] = recall(sub)
+    found = [r for r in rows if r["gold"] == 1 and r["pred"] == 1 and "flagged_right" in r]
+    if found:        # sentence-level annotators say where: is the flagged sentence the hallucinated one?
+        metrics["localisation"] = {"flagged_right": sum(r["flagged_right"] for r in found) / len(found),
+                                   "n": len(found)}
     for p in POSITIONS:
         sub = [(r["gold"], r["pred"]) for r in rows if r["position"] == p and r["gold"] == 1]
         if sub:

@@ -85,22 +85,41 @@ class AnnotatorPredictor:
 
     def rows(self, records: list[dict], progress: bool | None = None, on_result: Write | None = None) -> list[dict]:
         """One row per record, in record order, on every process (each predicts its share)."""
-        c, s = self.cfg, self.shard
+        c = self.cfg
         if c.eval.backend == "vllm" and c.task.kind == "generative":
             return self._vllm_rows(records, on_result)
+        if c.task.evidence_sentences:
+            return self._sentence_rows(records, progress, on_result)
+        return self._predicted(records, progress, lambda row: self._stamp(row, on_result))
 
-        def stamp(row: dict) -> None:
-            if self.threshold is not None and "probs" in row:
-                row["threshold"] = self.threshold
-            if on_result is not None:
-                on_result(row)
-
+    def _predicted(self, records: list[dict], progress: bool | None, on_result: Write | None = None) -> list[dict]:
+        c, s = self.cfg, self.shard
         mine = predict_records(self.model, self.tokenizer, records[s.rank::s.world_size], c.task.kind,
                                c.task.template, c.eval.max_new_tokens,
-                               progress=self.progress if progress is None else progress, on_result=stamp,
+                               progress=self.progress if progress is None else progress, on_result=on_result,
                                batch_size=c.eval.batch_size, batch_tokens=c.eval.batch_tokens)
         by_id = {row["id"]: row for part in s.gather(mine) for row in part}
         return [by_id[r["id"]] for r in records]
+
+    def _stamp(self, row: dict, on_result: Write | None) -> None:
+        if self.threshold is not None and "probs" in row:
+            row["threshold"] = self.threshold
+        if on_result is not None:
+            on_result(row)
+
+    def _sentence_rows(self, records: list[dict], progress: bool | None, on_result: Write | None) -> list[dict]:
+        """Each record's row from its sentences' rows (`task.evidence_sentences`)."""
+        from data_builders.evidence import aggregate, evidence_records
+
+        k = self.cfg.task.evidence_sentences
+        sentences = {r["id"]: evidence_records(r, k, labelled=False) for r in records}
+        flat = [e for r in records for e in sentences[r["id"]]]
+        by_id = {row["id"]: row for row in self._predicted(flat, progress)}
+        rows = [aggregate(r["id"], [by_id[e["id"]] for e in sentences[r["id"]]],
+                          [e["response"] for e in sentences[r["id"]]]) for r in records]
+        for row in rows:
+            self._stamp(row, on_result)
+        return rows
 
     def _vllm_rows(self, records: list[dict], on_result: Write | None) -> list[dict]:
         from data_builders.prompts import render_messages

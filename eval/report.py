@@ -33,6 +33,10 @@ def longnovel_markdown(m: dict) -> list[str]:
         if m[key]:
             lines += ["", f"| {label} | n | recall |", "|---|---|---|"]
             lines += [f"| {k} | {v['n']} | {_pct(v['recall'])} |" for k, v in m[key].items()]
+    if m.get("localisation"):
+        loc = m["localisation"]
+        lines += ["", f"Of the {loc['n']} hallucinated summaries found, {_pct(loc['flagged_right'])}% were found "
+                      "at the hallucinated sentence (the sentence the annotator scored highest)."]
     return lines
 
 

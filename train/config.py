@@ -44,6 +44,8 @@ class TaskConfig:
     scorer: str = "longnovel"             # how the final evaluation is scored: longnovel | anah | binary
     response_lm: bool = False             # generative: also predict the response's faithful sentences from the
                                           # source (a label for every faithful summary token, from the gold)
+    evidence_sentences: int = 0           # > 0: judge each response sentence against its k best-matching source
+                                          # sentences (data_builders/evidence.py); a record scores its worst one
 
 
 @dataclass

@@ -128,6 +128,31 @@ def check_task_config(task: DictConfig) -> None:
     if task.response_lm and task.kind != "generative":
         raise DataError(f"task.response_lm=true trains the LM head on the response: it needs task.kind=generative, "
                         f"found {task.kind!r}")
+    if task.evidence_sentences < 0:
+        raise DataError(f"task.evidence_sentences: expected 0 (the whole source) or k > 0, "
+                        f"found {task.evidence_sentences}")
+    if task.evidence_sentences and (task.kind, task.head) != ("discriminative", "binary"):
+        raise DataError(f"task.evidence_sentences={task.evidence_sentences} scores a record by its worst sentence: it "
+                        f"needs task.kind=discriminative and task.head=binary, found {task.kind} / {task.head}")
+
+
+def sentence_pool(records: list[dict], k: int, stage: str, max_skip_fraction: float) -> list[dict]:
+    """The evidence records of `records` (one per response sentence); records whose hallucinated
+    sentence cannot be found in their response are skipped and counted."""
+    from data_builders.evidence import evidence_records
+
+    pool, skipped, first = [], 0, None
+    for rec in records:
+        try:
+            pool += evidence_records(rec, k)
+        except ValueError as err:
+            skipped, first = skipped + 1, first or err
+    if skipped:
+        print(f"curriculum stage {stage!r}: {skipped} of {len(records)} records skipped ({first})", flush=True)
+        if skipped / len(records) > max_skip_fraction:
+            raise DataError(f"curriculum stage {stage!r}: {skipped} of {len(records)} records have no sentence that "
+                            f"carries their label, above data.max_skip_fraction={max_skip_fraction}; first: {first}")
+    return pool
 
 
 def stage_samples(records: list[dict], stage: DictConfig, tokenizer, task: DictConfig,
@@ -137,7 +162,9 @@ def stage_samples(records: list[dict], stage: DictConfig, tokenizer, task: DictC
     pool = in_bucket(records, stage.bucket)
     if not pool:
         raise DataError(f"curriculum stage {stage.name!r}: no training records in bucket {stage.bucket!r}")
-    settings = f"{task.kind}|{task.template}|{task.head}|{task.response_lm}"
+    if task.evidence_sentences:
+        pool = sentence_pool(pool, task.evidence_sentences, stage.name, max_skip_fraction)
+    settings = f"{task.kind}|{task.template}|{task.head}|{task.response_lm}|{task.evidence_sentences}"
     encoded = encoded_samples(pool, encoder(task), tokenizer, settings, num_proc)
     samples = [s for s in encoded if len(s["input_ids"]) <= stage.max_seq_len]
     skipped = len(pool) - len(samples)

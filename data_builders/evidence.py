@@ -1,0 +1,90 @@
+"""Sentence-level evidence records: each response sentence judged against the few source
+sentences that best match it, instead of the whole response against the whole source.
+
+`task.evidence_sentences=k` (k > 0) turns a record into one record per response sentence,
+whose `source` is the k source sentences that best match it (BM25 over character bigrams, in
+source order) and whose label says whether the sentence is one of the record's hallucinated sentences.
+A record's score is then its highest sentence score (`aggregate`), as in SummaC's sentence-level
+NLI and ANAH's reference-then-judge annotation. Retrieval does the long-context part; the
+annotator compares a sentence with a few dozen characters of evidence, which a small model
+learns in minutes where it does not learn the comparison over 2k-32k tokens.
+
+The `sentence_check` template shows the sentence with the characters that the evidence lacks
+between 【 and 】 (`mark_unsupported`): an exact-match cue in the spirit of DrQA's token
+features, carried in the text so that any tokenizer and backbone can use it. Names never seen
+in training (held-out books have their own casts) are then flagged by what the evidence lacks,
+not by what the model has memorised.
+"""
+from __future__ import annotations
+
+from data_builders.anah import SourceIndex
+from data_builders.sentences import split_sentences
+
+MARK_OPEN, MARK_CLOSE = "【", "】"
+PUNCTUATION = set("，。、：；！？“”‘’（）《》,.:;!?\"'() \n")
+SEPARATOR = "#s"     # evidence record id: <record id>#s<sentence index>
+
+
+def mark_unsupported(sentence: str, evidence: str) -> str:
+    """`sentence` with each run of characters that `evidence` does not contain put in 【】."""
+    present, out, inside = set(evidence), [], False
+    for ch in sentence:
+        missing = ch not in present and ch not in PUNCTUATION
+        if missing != inside:
+            out.append(MARK_OPEN if missing else MARK_CLOSE)
+            inside = missing
+        out.append(ch)
+    if inside:
+        out.append(MARK_CLOSE)
+    return "".join(out)
+
+
+def sentence_check_messages(record: dict) -> list[dict]:
+    """The `sentence_check` prompt: evidence, then the marked sentence."""
+    marked = mark_unsupported(record["response"], record["source"])
+    return [{"role": "user", "content": f"原文：{record['source']}\n句子：{marked}"}]
+
+
+def _language(record: dict) -> str:
+    return record.get("language") or "zh"
+
+
+def evidence_records(record: dict, k: int, labelled: bool = True) -> list[dict]:
+    """One record per response sentence, with its k best-matching source sentences as `source`.
+
+    With `labelled` (training), a hallucinated record must name at least one sentence of its
+    response in `hallucinated_sentences`; otherwise no sentence could carry its label."""
+    language = _language(record)
+    index = SourceIndex(record["source"], language)
+    hallucinated = dict(zip(record.get("hallucinated_sentences") or [], record.get("hallucination_types") or []))
+    joiner = "" if language == "zh" else " "
+    out = []
+    for i, sentence in enumerate(split_sentences(record["response"], language)):
+        bad = sentence in hallucinated
+        out.append({
+            "id": f"{record['id']}{SEPARATOR}{i}", "task": record["task"], "language": language,
+            "source": joiner.join(index.sents[j] for j in index.top(sentence, k)), "response": sentence,
+            "label": int(bad), "hallucination_types": [hallucinated[sentence]] if bad else [],
+            "hallucinated_sentences": [sentence] if bad else [],
+            "length_bucket": record.get("length_bucket"), "position": record.get("position"),
+            "meta": {"record": record["id"], "sentence": i},
+        })
+    if labelled and record.get("label") == 1 and not any(r["label"] for r in out):
+        raise ValueError(f"record {record['id']!r}: label 1, but none of its hallucinated_sentences "
+                         f"({len(hallucinated)}) is a sentence of its response, so no sentence can carry the label")
+    return out
+
+
+def parent_id(evidence_id: str) -> str:
+    return evidence_id.rsplit(SEPARATOR, 1)[0]
+
+
+def aggregate(record_id: str, rows: list[dict], sentences: list[str]) -> dict:
+    """A record's row from its sentences' rows: the probabilities of its most suspicious sentence,
+    that sentence (where the annotator says the hallucination is), and every sentence's
+    probability of being hallucinated."""
+    if not rows:
+        raise ValueError(f"record {record_id!r}: its response has no sentence to judge")
+    worst = max(range(len(rows)), key=lambda i: rows[i]["probs"][1])
+    return {"id": record_id, "probs": rows[worst]["probs"], "flagged_sentence": sentences[worst],
+            "sentence_probs": [round(r["probs"][1], 4) for r in rows]}

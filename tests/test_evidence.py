@@ -1,0 +1,97 @@
+"""Sentence-level evidence records (task.evidence_sentences) and the sentence_check prompt."""
+import pytest
+from omegaconf import OmegaConf
+
+from data_builders.anah import SourceIndex
+from data_builders.evidence import aggregate, evidence_records, mark_unsupported, parent_id
+from data_builders.longnovel import context_records
+from data_builders.novel_corpus import generate_corpus
+from data_builders.novel_lexicon import VERBS
+from data_builders.prompts import render_messages
+from data_builders.sentences import split_sentences
+from data_builders.sources import DataError
+from train.config import TaskConfig
+from train.data import check_task_config, sentence_pool
+
+
+def test_marks_the_characters_the_evidence_lacks_and_never_punctuation():
+    evidence = "这一日，郑雪晴在落霞山遇见了赵惊鸿。"
+    assert mark_unsupported("在落霞山，杨雪晴遇见了赵惊鸿。", evidence) == "在落霞山，【杨】雪晴遇见了赵惊鸿。"
+    assert mark_unsupported("郑雪晴比武，后来下棋。", evidence) == "郑雪晴【比武】，【后来下棋】。"
+    assert mark_unsupported("郑雪晴在落霞山。", evidence) == "郑雪晴在落霞山。"
+
+
+def test_top_returns_the_k_best_sentences_in_source_order():
+    source = "李云飞在青石镇遇见了王明远。天色暗了下来。李云飞带上了三把长剑。街边的小贩高声吆喝。王明远答应了。"
+    index = SourceIndex(source, "zh")
+    assert index.top("李云飞和王明远在青石镇谈话。", 2) == [0, 4]
+    assert index.top("李云飞带着三把长剑上路。", 1) == [2]
+    assert index.top("李云飞", 9) == [0, 1, 2, 3, 4]
+    assert SourceIndex("", "zh").top("李云飞", 2) == []
+
+
+@pytest.fixture(scope="module")
+def unit_records():
+    units = generate_corpus(n_books=1, units_per_book=8, unit_chars=(300, 400), seed=3)
+    return [rec for u in units for rec in context_records([u], 0, "S", "train")]
+
+
+def test_only_the_hallucinated_sentence_carries_the_label(unit_records):
+    for rec in unit_records:
+        sentences = evidence_records(rec, 3)
+        assert [s["meta"]["sentence"] for s in sentences] == list(range(len(sentences)))
+        assert {parent_id(s["id"]) for s in sentences} == {rec["id"]}
+        assert "".join(s["response"] for s in sentences) == rec["response"].replace("\n", "")
+        positives = [s for s in sentences if s["label"] == 1]
+        if rec["label"] == 0:
+            assert positives == []
+        else:
+            assert [s["response"] for s in positives] == rec["hallucinated_sentences"]
+            assert positives[0]["hallucination_types"] == rec["hallucination_types"]
+        whole = split_sentences(rec["source"], "zh")
+        for s in sentences:       # evidence: 3 whole sentences of the source
+            parts = split_sentences(s["source"], "zh")
+            assert len(parts) == 3 and all(p in whole for p in parts)
+
+
+def test_the_evidence_of_a_fact_sentence_is_its_narration(unit_records):
+    for rec in (r for r in unit_records if r["label"] == 0):
+        first = evidence_records(rec, 3)[0]        # "在{place}，{a}和身为其{rel}的{b}{verb}。"
+        content = render_messages(first, "sentence_check")[0]["content"]
+        assert content.startswith(f"原文：{first['source']}\n句子：")
+        # names, place and relation come from the two narration sentences; only template words
+        # and the summary's verb (the narration uses a synonym) are missing
+        template_words = set("在，和身为其的。") | {c for verb, _ in VERBS for c in verb}
+        assert set(first["response"]) - set(first["source"]) <= template_words, content
+
+
+def test_a_hallucinated_record_whose_sentence_is_not_in_its_response_is_refused(unit_records):
+    rec = dict(next(r for r in unit_records if r["label"] == 1), hallucinated_sentences=["不在摘要里的句子。"])
+    with pytest.raises(ValueError, match="none of its hallucinated_sentences"):
+        evidence_records(rec, 3)
+    assert all(s["label"] == 0 for s in evidence_records(rec, 3, labelled=False))     # prediction needs no label
+    good = [r for r in unit_records if r["id"] != rec["id"]]
+    assert len(sentence_pool(good + [rec], 3, "s", max_skip_fraction=0.1)) == sum(
+        len(evidence_records(r, 3)) for r in good)
+    with pytest.raises(DataError, match="1 of 2 records"):
+        sentence_pool([good[0], rec], 3, "s", max_skip_fraction=0.1)
+
+
+def test_a_record_scores_its_most_suspicious_sentence():
+    rows = [{"id": f"r#s{i}", "probs": [1 - p, p]} for i, p in enumerate([0.1, 0.8, 0.4])]
+    row = aggregate("r", rows, ["甲。", "乙。", "丙。"])
+    assert row["probs"] == pytest.approx([0.2, 0.8]) and row["flagged_sentence"] == "乙。"
+    assert row["sentence_probs"] == [0.1, 0.8, 0.4]
+    with pytest.raises(ValueError, match="no sentence"):
+        aggregate("r", [], [])
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"evidence_sentences": -1}, "expected 0"),
+    ({"evidence_sentences": 2, "kind": "generative"}, "needs task.kind=discriminative"),
+    ({"evidence_sentences": 2, "kind": "discriminative", "head": "anah"}, "task.head=binary"),
+])
+def test_task_config_refuses_evidence_without_a_binary_head(changes, message):
+    task = OmegaConf.structured(TaskConfig(**changes))
+    with pytest.raises(DataError, match=message):
+        check_task_config(task)
