@@ -30,7 +30,7 @@ def test_every_command_block_is_run_or_marked_with_a_reason():
     unmarked = [f"README.md:{line}" for line, _, kind, _ in command_blocks() if kind is None]
     assert not unmarked, f"command blocks without a <!-- ci:... --> marker: {unmarked}"
     kinds = [kind for _, _, kind, _ in command_blocks()]
-    assert kinds.count("install") == kinds.count("demo") == kinds.count("test") == 1
+    assert kinds.count("install") == kinds.count("test") == 1 and kinds.count("demo") >= 1
     for line, _, kind, arg in command_blocks():
         assert kind != "skip" or len(arg) > 10, f"README.md:{line}: ci:skip needs a reason"
 

@@ -1,5 +1,6 @@
 """The trainer under torchrun with gloo and DeepSpeed ZeRO-3 CPU offload (slow: ~2-3 minutes)."""
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -169,17 +170,23 @@ def test_other_zero_stages_train_and_export(tmp_path, zero):
 
 
 def test_discriminative_demo_trains_and_scores_probabilities(tmp_path):
-    # the demo's own parallel=sp2: each sample split across the 2 ranks
-    own = ("+exp", "parallel")
-    overrides = ["+exp=longnovel_discriminative_demo"] + [o for o in TINY if o.split("=")[0] not in own]
-    _ok(torchrun(2, overrides + [f"output_dir={tmp_path}"]))
+    """The demo's sentence-level detector: response sentences against their evidence, data-parallel
+    over both ranks, a summary scored by its most suspicious sentence."""
+    overrides = ["+exp=longnovel_discriminative_demo"] + [o for o in TINY if not o.startswith("+exp")]
+    proc = _ok(torchrun(2, overrides + [f"output_dir={tmp_path}", "optim.micro_batch_size=4"]))
     log = read_train_log(tmp_path)
-    assert [r["target_tokens"] for r in log] == [1] * 6, "a head step counts samples, once per SP group"
+    assert [r["target_tokens"] for r in log] == [8] * 6, "a head step counts samples: 2 ranks x micro-batch 4"
+    n_records = sum(1 for line in (tmp_path / "data" / "train.jsonl").read_text().splitlines()
+                    if '"length_bucket": "S"' in line)
+    n_sentences = int(re.search(r"stage 0 s2k: bucket S, (\d+) samples", proc.stdout).group(1))
+    assert n_sentences >= 5 * n_records, "one training sample per summary sentence"
     config = json.loads((tmp_path / "checkpoints" / "1-s4k" / "hf" / "config.json").read_text())
     assert config["architectures"] == ["Qwen3ForSequenceClassification"]
     assert config["id2label"] == {"0": "faithful", "1": "hallucinated"}
     rows = [json.loads(x) for x in (tmp_path / "eval" / "predictions.parsed.jsonl").read_text().splitlines()]
     assert rows and all(len(r["raw"]) == 2 and abs(sum(r["raw"]) - 1) < 1e-5 for r in rows)
+    gold = {json.loads(x)["id"]: json.loads(x) for x in (tmp_path / "data" / "test.jsonl").read_text().splitlines()}
+    assert all(r["flagged_sentence"] in gold[r["id"]]["response"] for r in rows), "it flags a sentence of the summary"
     metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
     assert metrics["overall"]["parse_failures"] == 0
     # the decision threshold comes from the validation book and travels with the checkpoint

@@ -2,6 +2,7 @@
 scores its annotator must reach (what CI asks of the README's demo).
 
     python -m train.check_run outputs/longnovel_curriculum_demo/<stamp> --min-mcc 0.3 --max-parse-failures 0.05
+    python -m train.check_run --latest outputs/longnovel_discriminative_demo --min-mcc 0.5 --type-recall-above 0
     python -m train.check_run --latest outputs/longnovel_curriculum_demo ...
 
 Exit status 0 when every check holds, 1 otherwise (each failed check is listed).
@@ -48,9 +49,11 @@ def contract_problems(run_dir: Path) -> list[str]:
 
 
 def score_problems(metrics: dict, min_mcc: float | None, max_parse_failures: float | None,
-                   min_acc_over_majority: float | None, min_held_out: int | None = None) -> list[str]:
-    """LongNovel / binary metrics carry `overall` (MCC, parse failures); ANAH's carry `acc` and
-    `support` per type, against which the majority class is measured."""
+                   min_acc_over_majority: float | None, min_held_out: int | None = None,
+                   type_recall_above: float | None = None) -> list[str]:
+    """LongNovel / binary metrics carry `overall` (MCC, parse failures) and `by_type` (recall per
+    injected type); ANAH's carry `acc` and `support` per type, against which the majority class
+    is measured."""
     problems = []
     overall = metrics.get("overall", metrics)
     n = overall.get("n") or 0
@@ -60,6 +63,12 @@ def score_problems(metrics: dict, min_mcc: float | None, max_parse_failures: flo
         problems.append(f"overall MCC {overall.get('mcc')} < {min_mcc}")
     if max_parse_failures is not None and n and overall.get("parse_failures", 0) / n > max_parse_failures:
         problems.append(f"parse failures {overall['parse_failures']}/{n} > {max_parse_failures:.0%}")
+    if type_recall_above is not None:
+        by_type = metrics.get("by_type") or {}
+        if not by_type:
+            problems.append("no recall per hallucination type (by_type) in the metrics")
+        problems += [f"recall of {t} {m.get('recall')} <= {type_recall_above} (n={m.get('n')})"
+                     for t, m in sorted(by_type.items()) if not (m.get("recall") or 0) > type_recall_above]
     if min_acc_over_majority is not None:
         support = metrics.get("support") or {}
         majority = max(support.values()) / sum(support.values()) if support else 1.0
@@ -76,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-mcc", type=float)
     p.add_argument("--max-parse-failures", type=float, help="largest share of unparseable outputs, e.g. 0.05")
     p.add_argument("--min-acc-over-majority", type=float, help="ANAH: accuracy above the majority class, e.g. 0.15")
+    p.add_argument("--type-recall-above", type=float, help="every hallucination type's recall must exceed this, e.g. 0")
     args = p.parse_args(argv)
     run_dir = args.run_dir
     if args.latest:
@@ -88,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     metrics_path = run_dir / "eval" / "metrics.json"
     if metrics_path.is_file():
         problems += score_problems(json.loads(metrics_path.read_text(encoding="utf-8")), args.min_mcc,
-                                   args.max_parse_failures, args.min_acc_over_majority, args.min_held_out)
+                                   args.max_parse_failures, args.min_acc_over_majority, args.min_held_out,
+                                   args.type_recall_above)
     for line in problems:
         print(f"FAIL {line}")
     print(f"{run_dir}: {'all checks hold' if not problems else f'{len(problems)} check(s) failed'}")
