@@ -3,9 +3,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from data_builders.collate import IGNORE_INDEX, collate, encode_sample
+from train.config import TaskConfig
 from train.data import DataError, StagePlan, plan_stage, stage_samples
 
-TASK = OmegaConf.create({"kind": "generative", "template": "prompt_e", "head": "binary", "response_lm": False})
+TASK = OmegaConf.structured(TaskConfig(kind="generative", template="prompt_e"))
 REC = {"id": "x", "task": "summarization", "language": "zh", "source": "原文" * 50, "response": "摘要",
        "label": 0, "length_bucket": "S"}
 
