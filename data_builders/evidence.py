@@ -22,7 +22,6 @@ from data_builders.sentences import split_sentences
 
 MARK_OPEN, MARK_CLOSE = "【", "】"
 PUNCTUATION = set("，。、：；！？“”‘’（）《》,.:;!?\"'() \n")
-SEPARATOR = "#s"     # evidence record id: <record id>#s<sentence index>
 
 
 def mark_unsupported(sentence: str, evidence: str) -> str:
@@ -45,16 +44,12 @@ def sentence_check_messages(record: dict) -> list[dict]:
     return [{"role": "user", "content": f"原文：{record['source']}\n句子：{marked}"}]
 
 
-def _language(record: dict) -> str:
-    return record.get("language") or "zh"
-
-
 def evidence_records(record: dict, k: int, labelled: bool = True) -> list[dict]:
     """One record per response sentence, with its k best-matching source sentences as `source`.
 
     With `labelled` (training), a hallucinated record must name at least one sentence of its
     response in `hallucinated_sentences`; otherwise no sentence could carry its label."""
-    language = _language(record)
+    language = record.get("language") or "zh"
     index = SourceIndex(record["source"], language)
     hallucinated = dict(zip(record.get("hallucinated_sentences") or [], record.get("hallucination_types") or []))
     joiner = "" if language == "zh" else " "
@@ -62,7 +57,7 @@ def evidence_records(record: dict, k: int, labelled: bool = True) -> list[dict]:
     for i, sentence in enumerate(split_sentences(record["response"], language)):
         bad = sentence in hallucinated
         out.append({
-            "id": f"{record['id']}{SEPARATOR}{i}", "task": record["task"], "language": language,
+            "id": f"{record['id']}#s{i}", "task": record["task"], "language": language,
             "source": joiner.join(index.sents[j] for j in index.top(sentence, k)), "response": sentence,
             "label": int(bad), "hallucination_types": [hallucinated[sentence]] if bad else [],
             "hallucinated_sentences": [sentence] if bad else [],
@@ -73,10 +68,6 @@ def evidence_records(record: dict, k: int, labelled: bool = True) -> list[dict]:
         raise ValueError(f"record {record['id']!r}: label 1, but none of its hallucinated_sentences "
                          f"({len(hallucinated)}) is a sentence of its response, so no sentence can carry the label")
     return out
-
-
-def parent_id(evidence_id: str) -> str:
-    return evidence_id.rsplit(SEPARATOR, 1)[0]
 
 
 def aggregate(record_id: str, rows: list[dict], sentences: list[str]) -> dict:

@@ -3,7 +3,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from data_builders.anah import SourceIndex
-from data_builders.evidence import aggregate, evidence_records, mark_unsupported, parent_id
+from data_builders.evidence import aggregate, evidence_records, mark_unsupported
 from data_builders.longnovel import context_records
 from data_builders.novel_corpus import generate_corpus
 from data_builders.novel_lexicon import VERBS
@@ -40,7 +40,7 @@ def test_only_the_hallucinated_sentence_carries_the_label(unit_records):
     for rec in unit_records:
         sentences = evidence_records(rec, 3)
         assert [s["meta"]["sentence"] for s in sentences] == list(range(len(sentences)))
-        assert {parent_id(s["id"]) for s in sentences} == {rec["id"]}
+        assert {s["meta"]["record"] for s in sentences} == {rec["id"]}
         assert "".join(s["response"] for s in sentences) == rec["response"].replace("\n", "")
         positives = [s for s in sentences if s["label"] == 1]
         if rec["label"] == 0:
