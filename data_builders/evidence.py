@@ -4,7 +4,7 @@ sentences that best match it, instead of the whole response against the whole so
 `task.evidence_sentences=k` (k > 0) turns a record into one record per response sentence,
 whose `source` is the k source sentences that best match it (BM25 over character bigrams, in
 source order) and whose label says whether the sentence is one of the record's hallucinated sentences.
-A record's score is then its highest sentence score (`aggregate`), as in SummaC's sentence-level
+A record's score is then that of its most suspicious sentence (`eval/sentence_level.py`), as in SummaC's sentence-level
 NLI and ANAH's reference-then-judge annotation. Retrieval does the long-context part; the
 annotator compares a sentence with a few dozen characters of evidence, which a small model
 learns in minutes where it does not learn the comparison over 2k-32k tokens.
@@ -44,6 +44,15 @@ def sentence_check_messages(record: dict) -> list[dict]:
     return [{"role": "user", "content": f"原文：{record['source']}\n句子：{marked}"}]
 
 
+def _gold_of(record: dict, index: int | None) -> dict:
+    """The record's type, sentence, correction and reason of its `index`-th hallucinated sentence
+    (what a generative annotator says about that sentence); empty lists for a faithful one."""
+    fields = ("hallucination_types", "hallucinated_sentences", "corrections", "reasons")
+    if index is None:
+        return {f: [] for f in fields}
+    return {f: (record.get(f) or [])[index:index + 1] for f in fields}
+
+
 def evidence_records(record: dict, k: int, labelled: bool = True) -> list[dict]:
     """One record per response sentence, with its k best-matching source sentences as `source`.
 
@@ -51,7 +60,7 @@ def evidence_records(record: dict, k: int, labelled: bool = True) -> list[dict]:
     response in `hallucinated_sentences`; otherwise no sentence could carry its label."""
     language = record.get("language") or "zh"
     index = SourceIndex(record["source"], language)
-    hallucinated = dict(zip(record.get("hallucinated_sentences") or [], record.get("hallucination_types") or []))
+    hallucinated = {sentence: i for i, sentence in enumerate(record.get("hallucinated_sentences") or [])}
     joiner = "" if language == "zh" else " "
     out = []
     for i, sentence in enumerate(split_sentences(record["response"], language)):
@@ -59,8 +68,7 @@ def evidence_records(record: dict, k: int, labelled: bool = True) -> list[dict]:
         out.append({
             "id": f"{record['id']}#s{i}", "task": record["task"], "language": language,
             "source": joiner.join(index.sents[j] for j in index.top(sentence, k)), "response": sentence,
-            "label": int(bad), "hallucination_types": [hallucinated[sentence]] if bad else [],
-            "hallucinated_sentences": [sentence] if bad else [],
+            "label": int(bad), **_gold_of(record, hallucinated.get(sentence)),
             "length_bucket": record.get("length_bucket"), "position": record.get("position"),
             "meta": {"record": record["id"], "sentence": i},
         })
@@ -69,13 +77,3 @@ def evidence_records(record: dict, k: int, labelled: bool = True) -> list[dict]:
                          f"({len(hallucinated)}) is a sentence of its response, so no sentence can carry the label")
     return out
 
-
-def aggregate(record_id: str, rows: list[dict], sentences: list[str]) -> dict:
-    """A record's row from its sentences' rows: the probabilities of its most suspicious sentence,
-    that sentence (where the annotator says the hallucination is), and every sentence's
-    probability of being hallucinated."""
-    if not rows:
-        raise ValueError(f"record {record_id!r}: its response has no sentence to judge")
-    worst = max(range(len(rows)), key=lambda i: rows[i]["probs"][1])
-    return {"id": record_id, "probs": rows[worst]["probs"], "flagged_sentence": sentences[worst],
-            "sentence_probs": [round(r["probs"][1], 4) for r in rows]}

@@ -109,7 +109,8 @@ class AnnotatorPredictor:
 
     def _sentence_rows(self, records: list[dict], progress: bool | None, on_result: Write | None) -> list[dict]:
         """Each record's row from its sentences' rows (`task.evidence_sentences`)."""
-        from data_builders.evidence import aggregate, evidence_records
+        from data_builders.evidence import evidence_records
+        from eval.sentence_level import aggregate
 
         k = self.cfg.task.evidence_sentences
         sentences = {r["id"]: evidence_records(r, k, labelled=False) for r in records}
@@ -149,6 +150,9 @@ class RagPredictor(AnnotatorPredictor):
         if self.cfg.task.scorer == "anah":
             raise ValueError("eval.method=rag judges summaries block by block; it needs task.scorer "
                              "longnovel or binary, found anah")
+        if self.cfg.task.evidence_sentences:
+            raise ValueError("eval.method=rag picks each summary block's article window itself; it needs "
+                             f"task.evidence_sentences=0, found {self.cfg.task.evidence_sentences}")
         super().prepare(splits, out)
         self.embedder = EmbeddingRanker(self.cfg.eval.rag.embedder)
 

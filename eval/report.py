@@ -36,7 +36,7 @@ def longnovel_markdown(m: dict) -> list[str]:
     if m.get("localisation"):
         loc = m["localisation"]
         lines += ["", f"Of the {loc['n']} hallucinated summaries found, {_pct(loc['flagged_right'])}% were found "
-                      "at the hallucinated sentence (the sentence the annotator scored highest)."]
+                      "at the hallucinated sentence (the sentence the annotator flagged)."]
     return lines
 
 

@@ -3,13 +3,14 @@ import pytest
 from omegaconf import OmegaConf
 
 from data_builders.anah import SourceIndex
-from data_builders.evidence import aggregate, evidence_records, mark_unsupported
+from data_builders.evidence import evidence_records, mark_unsupported
 from data_builders.longnovel import context_records
 from data_builders.novel_corpus import generate_corpus
 from data_builders.novel_lexicon import VERBS
-from data_builders.prompts import render_messages
+from data_builders.prompts import render_messages, verdict_target
 from data_builders.sentences import split_sentences
 from data_builders.sources import DataError
+from eval.sentence_level import aggregate
 from train.config import TaskConfig
 from train.data import check_task_config, sentence_pool
 
@@ -48,6 +49,8 @@ def test_only_the_hallucinated_sentence_carries_the_label(unit_records):
         else:
             assert [s["response"] for s in positives] == rec["hallucinated_sentences"]
             assert positives[0]["hallucination_types"] == rec["hallucination_types"]
+            assert (positives[0]["corrections"], positives[0]["reasons"]) == (rec["corrections"], rec["reasons"])
+            assert verdict_target(positives[0]).count(rec["corrections"][0]) == 1     # what a generative one says
         whole = split_sentences(rec["source"], "zh")
         for s in sentences:       # evidence: 3 whole sentences of the source
             parts = split_sentences(s["source"], "zh")
@@ -86,9 +89,21 @@ def test_a_record_scores_its_most_suspicious_sentence():
         aggregate("r", [], [])
 
 
+def test_a_generated_record_speaks_for_its_first_hallucinated_sentence():
+    faithful = '{"has_hallucination": "无幻觉", "details": []}'
+    entity = ('{"has_hallucination": "有幻觉", "details": [{"hallucination_type": "实体幻觉", '
+              '"hallucinated_sentence": "乙。", "corrected_content": "丙。", "reason": ""}]}')
+    rows = [{"id": f"r#s{i}", "output": o} for i, o in enumerate([faithful, "乱码", entity, entity])]
+    row = aggregate("r", rows, ["甲。", "乙。", "丙。", "丁。"])
+    assert row["output"] == entity and row["flagged_sentence"] == "丙。"
+    assert row["sentence_labels"] == [0, None, 1, 1]
+    unread = aggregate("r", rows[:2], ["甲。", "乙。"])     # no sentence flagged, one unreadable: a parse failure
+    assert unread["output"] == "乱码" and "flagged_sentence" not in unread
+    assert aggregate("r", rows[:1], ["甲。"])["output"] == faithful
+
+
 @pytest.mark.parametrize("changes, message", [
     ({"evidence_sentences": -1}, "expected 0"),
-    ({"evidence_sentences": 2, "kind": "generative"}, "needs task.kind=discriminative"),
     ({"evidence_sentences": 2, "kind": "discriminative", "head": "anah"}, "task.head=binary"),
 ])
 def test_task_config_refuses_evidence_without_a_binary_head(changes, message):

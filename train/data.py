@@ -131,9 +131,9 @@ def check_task_config(task: DictConfig) -> None:
     if task.evidence_sentences < 0:
         raise DataError(f"task.evidence_sentences: expected 0 (the whole source) or k > 0, "
                         f"found {task.evidence_sentences}")
-    if task.evidence_sentences and (task.kind, task.head) != ("discriminative", "binary"):
-        raise DataError(f"task.evidence_sentences={task.evidence_sentences} scores a record by its worst sentence: it "
-                        f"needs task.kind=discriminative and task.head=binary, found {task.kind} / {task.head}")
+    if task.evidence_sentences and task.kind == "discriminative" and task.head != "binary":
+        raise DataError(f"task.evidence_sentences={task.evidence_sentences} scores a record by its worst sentence: a "
+                        f"discriminative annotator needs task.head=binary, found {task.head!r}")
 
 
 def sentence_pool(records: list[dict], k: int, stage: str, max_skip_fraction: float) -> list[dict]:
