@@ -14,6 +14,7 @@ from data_builders.sample_cache import encoded_samples
 from data_builders.schema import read_records
 
 ALL = "all"   # a stage or evaluation bucket that takes every record, whatever its length bucket
+UNION = "+"   # "S+M": the records of several length buckets
 
 
 class DataError(ValueError):
@@ -21,12 +22,17 @@ class DataError(ValueError):
 
 
 def in_bucket(records: list[dict], bucket: str) -> list[dict]:
-    return list(records) if bucket == ALL else [r for r in records if r.get("length_bucket") == bucket]
+    """The records of `bucket`: one length bucket, several joined by "+", or "all"."""
+    if bucket == ALL:
+        return list(records)
+    names = set(bucket.split(UNION))
+    return [r for r in records if r.get("length_bucket") in names]
 
 
 def needed_buckets(cfg: DictConfig) -> list[str]:
     names = [s.bucket for s in cfg.curriculum.stages] + (list(cfg.eval.buckets) if cfg.eval.enabled else [])
-    return [n for n in sorted(set(names), key=names.index) if n != ALL]
+    names = [part for n in names if n != ALL for part in n.split(UNION)]
+    return sorted(set(names), key=names.index)
 
 
 def _released_file(root: Path, split: str) -> Path:

@@ -72,6 +72,18 @@ def test_empty_stage_fails(tokenizer):
         plan_stage(_stage(), n_samples=3, dp_size=2, micro_batch=1, grad_accum=2, seed=0, cap=None)
 
 
+def test_a_stage_takes_one_bucket_several_or_all():
+    from data_builders.sources import in_bucket, needed_buckets
+
+    records = [{"id": b, "length_bucket": b} for b in "SML"]
+    assert [r["id"] for r in in_bucket(records, "M")] == ["M"]
+    assert [r["id"] for r in in_bucket(records, "S+L")] == ["S", "L"]
+    assert [r["id"] for r in in_bucket(records, "all")] == ["S", "M", "L"]
+    cfg = OmegaConf.create({"curriculum": {"stages": [{"bucket": "S"}, {"bucket": "S+M"}, {"bucket": "all"}]},
+                            "eval": {"enabled": True, "buckets": ["L"]}})
+    assert needed_buckets(cfg) == ["S", "M", "L"]
+
+
 def test_plan_steps_epochs_and_caps():
     assert plan_stage(_stage(), 10, 2, 1, 1, 0, None).total_steps == 10          # 2 epochs x 5
     assert plan_stage(_stage(max_steps=100), 10, 2, 1, 1, 0, None).total_steps == 100

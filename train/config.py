@@ -85,7 +85,7 @@ class DataConfig:
 @dataclass
 class StageConfig:
     name: str = MISSING
-    bucket: str = MISSING                 # which length bucket the stage trains on ("all": every record)
+    bucket: str = MISSING                 # the length bucket the stage trains on ("S+M": several; "all": every record)
     max_seq_len: int = MISSING            # samples longer than this are skipped, never truncated
     epochs: float = 2.0
     max_steps: Optional[int] = None       # a bridge stage sets a fixed number of steps
