@@ -98,7 +98,7 @@ def test_nli_model_reads_its_label_order(tiny_nli):
 
 
 def _run(args, tmp_path):
-    env_args = [sys.executable, str(REPO / "eval" / "run.py"), "+exp=longnovel_curriculum_demo",
+    env_args = [sys.executable, str(REPO / "eval" / "run.py"), "+exp=longnovel_whole_source_demo",
                 "eval.buckets=[S]", "eval.max_per_bucket=2", "data.corpus.val_books=1", "trainer.progress=false",
                 f"output_dir={tmp_path}", *args]
     return subprocess.run(env_args, cwd=REPO, capture_output=True, text=True, timeout=600)

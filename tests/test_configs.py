@@ -79,10 +79,17 @@ def test_paper_recipe_matches_appendix_e2():
     assert (cfg.deepspeed.zero_stage, cfg.deepspeed.offload_param, cfg.deepspeed.offload_optimizer) == (3, True, True)
 
 
-def test_demo_keeps_the_real_lengths():
-    cfg = _compose(["+exp=longnovel_curriculum_demo"])
+def test_whole_source_demo_keeps_the_real_lengths():
+    cfg = _compose(["+exp=longnovel_whole_source_demo"])
     assert [s.max_seq_len for s in cfg.curriculum.stages] == [2048, 16384, 16384, 32768]
-    assert cfg.parallel.sp_size == 2
+    assert cfg.parallel.sp_size == 2 and cfg.task.template == "prompt_e" and not cfg.task.evidence_sentences
+    assert cfg.model.name_or_path.startswith("embedded:")
+
+
+def test_demo_adds_longer_sources_stage_by_stage_sentence_by_sentence():
+    cfg = _compose(["+exp=longnovel_curriculum_demo"])
+    assert [s.bucket for s in cfg.curriculum.stages] == ["S", "S+M", "S+M+L"]
+    assert (cfg.task.kind, cfg.task.template, cfg.task.evidence_sentences) == ("generative", "sentence_check", 3)
     assert cfg.model.name_or_path.startswith("embedded:")
 
 

@@ -14,8 +14,8 @@ from train.run_dir import LOG_FIELDS, read_train_log
 
 pytestmark = pytest.mark.slow
 
-TINY = [
-    "+exp=longnovel_curriculum_demo", "parallel=none", "trainer.progress=false", "logger.wandb=false",
+SMALL = [
+    "parallel=none", "trainer.progress=false", "logger.wandb=false",
     "data.corpus.n_books=4", "data.corpus.units_per_book=10", "data.corpus.unit_chars_min=250",
     "data.corpus.unit_chars_max=350", "data.corpus.test_books=1",
     "curriculum.stages=[{name: s2k, bucket: S, max_seq_len: 2048, max_steps: 3},"
@@ -23,6 +23,9 @@ TINY = [
     "data.bucket_budgets.M=4096", "eval.buckets=[S,M]", "eval.max_per_bucket=2", "eval.max_new_tokens=8",
     "trainer.loss_chunk_tokens=16",     # several chunks of LM-head logits per sample, recomputed under ZeRO-3
 ]
+# The recipe's whole-source Prompt-E task on the tiny model and a small corpus (the demos'
+# sentence-level task: test_sentence_level_demos_train_and_score)
+TINY = ["+exp=longnovel_whole_source_demo", *SMALL]
 
 
 def _ok(proc):
@@ -169,31 +172,36 @@ def test_other_zero_stages_train_and_export(tmp_path, zero):
     assert (tmp_path / "checkpoints" / "0-s2k" / "hf" / "model.safetensors").exists()
 
 
-def test_discriminative_demo_trains_and_scores_probabilities(tmp_path):
-    """The demo's sentence-level detector: response sentences against their evidence, data-parallel
-    over both ranks, a summary scored by its most suspicious sentence."""
-    overrides = ["+exp=longnovel_discriminative_demo"] + [o for o in TINY if not o.startswith("+exp")]
-    proc = _ok(torchrun(2, overrides + [f"output_dir={tmp_path}", "optim.micro_batch_size=4"]))
+@pytest.mark.parametrize("exp", ["longnovel_discriminative_demo", "longnovel_curriculum_demo"])
+def test_sentence_level_demos_train_and_score(tmp_path, exp):
+    """The demos' sentence-level detectors: response sentences against their evidence, data-parallel
+    over both ranks, a summary judged by its most suspicious sentence."""
+    proc = _ok(torchrun(2, [f"+exp={exp}", *SMALL, f"output_dir={tmp_path}", "optim.micro_batch_size=4"]))
     log = read_train_log(tmp_path)
-    assert [r["target_tokens"] for r in log] == [8] * 6, "a head step counts samples: 2 ranks x micro-batch 4"
     n_records = sum(1 for line in (tmp_path / "data" / "train.jsonl").read_text().splitlines()
                     if '"length_bucket": "S"' in line)
     n_sentences = int(re.search(r"stage 0 s2k: bucket S, (\d+) samples", proc.stdout).group(1))
     assert n_sentences >= 5 * n_records, "one training sample per summary sentence"
+    rows = [json.loads(x) for x in (tmp_path / "eval" / "predictions.parsed.jsonl").read_text().splitlines()]
+    gold = {json.loads(x)["id"]: json.loads(x) for x in (tmp_path / "data" / "test.jsonl").read_text().splitlines()}
+    flagged = [r for r in rows if "flagged_sentence" in r]
+    assert all(r["flagged_sentence"] in gold[r["id"]]["response"] for r in flagged), "it flags a summary sentence"
+    metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert metrics["overall"]["n"] == len(rows) == 4
     config = json.loads((tmp_path / "checkpoints" / "1-s4k" / "hf" / "config.json").read_text())
+    if exp == "longnovel_curriculum_demo":      # generated verdicts, one per sentence
+        assert config["architectures"] == ["Qwen3ForCausalLM"]
+        assert all(r["raw"] is None or isinstance(r["raw"], str) for r in rows)
+        return
+    assert [r["target_tokens"] for r in log] == [8] * 6, "a head step counts samples: 2 ranks x micro-batch 4"
     assert config["architectures"] == ["Qwen3ForSequenceClassification"]
     assert config["id2label"] == {"0": "faithful", "1": "hallucinated"}
-    rows = [json.loads(x) for x in (tmp_path / "eval" / "predictions.parsed.jsonl").read_text().splitlines()]
-    assert rows and all(len(r["raw"]) == 2 and abs(sum(r["raw"]) - 1) < 1e-5 for r in rows)
-    gold = {json.loads(x)["id"]: json.loads(x) for x in (tmp_path / "data" / "test.jsonl").read_text().splitlines()}
-    assert all(r["flagged_sentence"] in gold[r["id"]]["response"] for r in rows), "it flags a sentence of the summary"
-    metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
-    assert metrics["overall"]["parse_failures"] == 0
+    assert all(len(r["raw"]) == 2 and abs(sum(r["raw"]) - 1) < 1e-5 for r in rows)
+    assert len(flagged) == len(rows) and metrics["overall"]["parse_failures"] == 0
     # the decision threshold comes from the validation book and travels with the checkpoint
     assert (tmp_path / "data" / "val.jsonl").exists()
-    final = json.loads((tmp_path / "checkpoints" / "1-s4k" / "hf" / "config.json").read_text())
-    assert final["decision_threshold"] == metrics["decision_threshold"]
-    assert final["decision_threshold_source"].startswith("validation split")
+    assert config["decision_threshold"] == metrics["decision_threshold"]
+    assert config["decision_threshold_source"].startswith("validation split")
 
 
 @pytest.mark.parametrize("exp", ["anah_generative_demo", "anah_discriminative_demo"])
@@ -242,7 +250,7 @@ def test_compare_two_runs_offline(uninterrupted, tmp_path):
                            "--out", str(out)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     table = (out / "comparison.md").read_text()
-    rows = [line for line in table.splitlines() if line.startswith("| longnovel_curriculum_demo@")]
+    rows = [line for line in table.splitlines() if line.startswith("| longnovel_whole_source_demo@")]
     assert len(rows) == 2 * 3                                  # 2 runs x (S, M, overall)
     assert "| `optim.lr` |" in table and "output_dir" not in table
     assert (out / "loss.png").stat().st_size > 1000 and (out / "buckets.png").stat().st_size > 1000

@@ -26,7 +26,7 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 CORES = os.cpu_count() or 1
-DEMO = ["+exp=longnovel_curriculum_demo", "parallel=none", "eval.enabled=false", "trainer.progress=false",
+DEMO = ["+exp=longnovel_whole_source_demo", "parallel=none", "eval.enabled=false", "trainer.progress=false",
         "logger.wandb=false"]
 
 
