@@ -10,10 +10,12 @@ import hashlib
 from functools import cache
 from importlib import resources
 
+from data_builders.marks import mark_unsupported
 from data_builders.retrieval import fuse
 from data_builders.sentences import split_sentences
 
 TEMPLATES = ("anah_a5", "anah_a6", "anah_a7", "anah_a8", "anah_a9")
+MARKED = "+marks"   # "anah_a5+marks": the sentence shows what the reference lacks in 【】 (data_builders/marks.py)
 TRAIN_TEMPLATES = TEMPLATES[:4]     # prompt augmentation draws from these
 UNSEEN_TEMPLATES = TEMPLATES[4:]    # kept out of training: the "+D" robustness test of Table 7
 REFERENCE_FIRST = {"anah_a7", "anah_a8", "anah_a9"}   # these ask for <Reference> before <Hallucination>
@@ -38,8 +40,15 @@ def template_text(template: str, language: str) -> str:
     return resources.files("data_builders.prompt_texts").joinpath(name).read_text(encoding="utf-8").strip()
 
 
+def split_marks(template: str) -> tuple[str, bool]:
+    """("anah_a5", True) for "anah_a5+marks"; the template itself and False otherwise."""
+    return (template[:-len(MARKED)], True) if template.endswith(MARKED) else (template, False)
+
+
 def pick_template(record: dict, template: str) -> str:
-    """`anah_random` (prompt augmentation) draws a training template by the record id."""
+    """`anah_random` (prompt augmentation) draws a training template by the record id; a `+marks`
+    suffix is dropped (it changes how the sentence is shown, not which prompt shows it)."""
+    template = split_marks(template)[0]
     if template != "anah_random":
         return template
     digest = int(hashlib.sha1(record["id"].encode()).hexdigest(), 16)
@@ -47,10 +56,12 @@ def pick_template(record: dict, template: str) -> str:
 
 
 def annotation_messages(record: dict, template: str) -> list[dict]:
-    chosen = pick_template(record, template)
-    text = template_text(chosen, _lang(record)).format(
+    reference, sentence = reference_of(record), record["response"]
+    if split_marks(template)[1]:
+        sentence = mark_unsupported(sentence, reference)
+    text = template_text(pick_template(record, template), _lang(record)).format(
         name=(record.get("meta") or {}).get("name", ""), question=record.get("question") or "",
-        reference=reference_of(record), sentence=record["response"])
+        reference=reference, sentence=sentence)
     return [{"role": "user", "content": text}]
 
 

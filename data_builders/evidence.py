@@ -10,32 +10,14 @@ annotator compares a sentence with a few dozen characters of evidence, which a s
 learns in minutes where it does not learn the comparison over 2k-32k tokens.
 
 The `sentence_check` template shows the sentence with the characters that the evidence lacks
-between 【 and 】 (`mark_unsupported`): an exact-match cue in the spirit of DrQA's token
-features, carried in the text so that any tokenizer and backbone can use it. Names never seen
-in training (held-out books have their own casts) are then flagged by what the evidence lacks,
-not by what the model has memorised.
+between 【 and 】 (`data_builders/marks.py`). Names never seen in training (held-out books have
+their own casts) are then flagged by what the evidence lacks, not by what the model has memorised.
 """
 from __future__ import annotations
 
 from data_builders.anah import SourceIndex
+from data_builders.marks import mark_unsupported
 from data_builders.sentences import split_sentences
-
-MARK_OPEN, MARK_CLOSE = "【", "】"
-PUNCTUATION = set("，。、：；！？“”‘’（）《》,.:;!?\"'() \n")
-
-
-def mark_unsupported(sentence: str, evidence: str) -> str:
-    """`sentence` with each run of characters that `evidence` does not contain put in 【】."""
-    present, out, inside = set(evidence), [], False
-    for ch in sentence:
-        missing = ch not in present and ch not in PUNCTUATION
-        if missing != inside:
-            out.append(MARK_OPEN if missing else MARK_CLOSE)
-            inside = missing
-        out.append(ch)
-    if inside:
-        out.append(MARK_CLOSE)
-    return "".join(out)
 
 
 def sentence_check_messages(record: dict) -> list[dict]:

@@ -3,8 +3,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from data_builders.anah import SourceIndex
-from data_builders.evidence import evidence_records, mark_unsupported
+from data_builders.evidence import evidence_records
 from data_builders.longnovel import context_records
+from data_builders.marks import mark_unsupported
 from data_builders.novel_corpus import generate_corpus
 from data_builders.novel_lexicon import VERBS
 from data_builders.prompts import render_messages, verdict_target
