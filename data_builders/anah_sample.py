@@ -4,13 +4,14 @@ Each unit is a topic; the question asks what happens in it; the answer is the un
 hallucinated rewrite h_i plus a closing remark without facts. Every answer sentence becomes
 one record: `none` with the source sentence as reference, the injected sentence
 `contradictory` (or `unverifiable` for a fabricated event) with its correction, the remark
-`no_fact`. The reference window of each sentence is retrieved by BM25 (`meta.window`).
+`no_fact`. The reference window of each sentence, the remark's too, is retrieved by BM25
+(`meta.window`), so that the prompt never tells the type by what it shows.
 """
 from __future__ import annotations
 
 import random
 
-from data_builders.anah import reference_window
+from data_builders.anah import SourceIndex
 from data_builders.novel_corpus import Unit
 from data_builders.schema import validate_record
 from data_builders.sentences import split_sentences
@@ -23,11 +24,11 @@ def _sentence_records(u: Unit, rng: random.Random) -> list[dict]:
     fabricated = u.hallucination_type == "event_fabrication"
     base = {"task": "qa", "language": "zh", "source": u.text,
             "question": f"{u.book_id}第{u.unit_index + 1}章讲了什么？"}
-    out, fact = [], 0
+    index, out, fact = SourceIndex(u.text, "zh"), [], 0
     for k, sentence in enumerate(sentences + [rng.choice(REMARKS)]):
         rec = {**base, "id": f"{u.book_id}-u{u.unit_index:03d}-s{k}", "response": sentence, "reference": [],
                "correction": "", "meta": {"name": f"{u.book_id}第{u.unit_index + 1}章", "book_id": u.book_id,
-                                          "unit": u.unit_index}}
+                                          "unit": u.unit_index, "window": index.window(sentence)}}
         if k == len(sentences):
             rec["type"] = "no_fact"
         elif sentence == u.hallucinated_sentence and fabricated:
@@ -37,8 +38,6 @@ def _sentence_records(u: Unit, rng: random.Random) -> list[dict]:
             rec.update(type="contradictory" if bad else "none", reference=[u.fact_sentences[fact]],
                        correction=f'"{sentence}" 改为 "{u.correction}"' if bad else "")
             fact += 1
-        if rec["type"] != "no_fact":
-            rec["meta"]["window"] = reference_window(u.text, sentence, "zh")
         out.append(validate_record(rec))
     return out
 
