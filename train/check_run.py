@@ -3,7 +3,8 @@ scores its annotator must reach (what CI asks of the README's demo).
 
     python -m train.check_run outputs/longnovel_curriculum_demo/<stamp> --min-mcc 0.3 --max-parse-failures 0.05
     python -m train.check_run --latest outputs/longnovel_discriminative_demo --min-mcc 0.5 --type-recall-above 0
-    python -m train.check_run --latest outputs/longnovel_curriculum_demo ...
+    python -m train.check_run --latest outputs/anah_discriminative_demo --min-acc-over-majority 0.15 \
+        --type-recall-above 0
 
 Exit status 0 when every check holds, 1 otherwise (each failed check is listed).
 """
@@ -48,12 +49,21 @@ def contract_problems(run_dir: Path) -> list[str]:
     return problems
 
 
+def _recall_by_type(metrics: dict) -> dict[str, tuple]:
+    """(recall, n) per type: LongNovel's injected types (`by_type`), or ANAH's gold sentence types
+    (`recall_by_type`, with their counts in `support`)."""
+    if "by_type" in metrics:
+        return {t: (m.get("recall"), m.get("n")) for t, m in metrics["by_type"].items()}
+    support = metrics.get("support") or {}
+    return {t: (r, support.get(t)) for t, r in (metrics.get("recall_by_type") or {}).items()}
+
+
 def score_problems(metrics: dict, min_mcc: float | None, max_parse_failures: float | None,
                    min_acc_over_majority: float | None, min_held_out: int | None = None,
                    type_recall_above: float | None = None) -> list[str]:
     """LongNovel / binary metrics carry `overall` (MCC, parse failures) and `by_type` (recall per
-    injected type); ANAH's carry `acc` and `support` per type, against which the majority class
-    is measured."""
+    injected type); ANAH's carry `acc`, `recall_by_type` and `support` per type, against which the
+    majority class is measured."""
     problems = []
     overall = metrics.get("overall", metrics)
     n = overall.get("n") or 0
@@ -64,11 +74,11 @@ def score_problems(metrics: dict, min_mcc: float | None, max_parse_failures: flo
     if max_parse_failures is not None and n and overall.get("parse_failures", 0) / n > max_parse_failures:
         problems.append(f"parse failures {overall['parse_failures']}/{n} > {max_parse_failures:.0%}")
     if type_recall_above is not None:
-        by_type = metrics.get("by_type") or {}
+        by_type = _recall_by_type(metrics)
         if not by_type:
-            problems.append("no recall per hallucination type (by_type) in the metrics")
-        problems += [f"recall of {t} {m.get('recall')} <= {type_recall_above} (n={m.get('n')})"
-                     for t, m in sorted(by_type.items()) if not (m.get("recall") or 0) > type_recall_above]
+            problems.append("no recall per type (by_type, or ANAH's recall_by_type) in the metrics")
+        problems += [f"recall of {t} {recall} <= {type_recall_above} (n={n})"
+                     for t, (recall, n) in sorted(by_type.items()) if not (recall or 0) > type_recall_above]
     if min_acc_over_majority is not None:
         support = metrics.get("support") or {}
         majority = max(support.values()) / sum(support.values()) if support else 1.0
@@ -85,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-mcc", type=float)
     p.add_argument("--max-parse-failures", type=float, help="largest share of unparseable outputs, e.g. 0.05")
     p.add_argument("--min-acc-over-majority", type=float, help="ANAH: accuracy above the majority class, e.g. 0.15")
-    p.add_argument("--type-recall-above", type=float, help="every hallucination type's recall must exceed this, e.g. 0")
+    p.add_argument("--type-recall-above", type=float,
+                   help="every hallucination type's (ANAH: every gold type's) recall must exceed this, e.g. 0")
     args = p.parse_args(argv)
     run_dir = args.run_dir
     if args.latest:
