@@ -55,6 +55,17 @@ def test_augmentation_never_uses_the_unseen_template():
     assert pick_template({"id": "x"}, "anah_a9") == "anah_a9"
 
 
+def test_marked_templates_show_what_the_reference_lacks_and_keep_the_target():
+    rec = {**RECORD, "language": "zh", "type": "contradictory", "reference": ["他生于1048年。"],
+           "correction": '"1050" 改为 "1048"'}
+    for template in ("anah_a5", "anah_a9", "anah_random"):
+        marked = annotation_messages(rec, template + "+marks")[0]["content"]
+        assert "他生于10【5】0年。" in marked
+        assert marked.replace("【5】", "5") == annotation_messages(rec, template)[0]["content"]
+        assert annotation_target(rec, template + "+marks") == annotation_target(rec, template)
+    assert pick_template(rec, "anah_random+marks") == pick_template(rec, "anah_random")
+
+
 def test_reference_window_centres_on_the_match_within_budget():
     source = "。".join(f"第{i}句讲的是事情{i}" for i in range(300)) + "。"
     window = reference_window(source, "事情150", "zh")
@@ -78,5 +89,6 @@ def test_sample_records(sample):
             assert r["correction"].startswith(f'"{r["response"]}" 改为')
         if r["type"] == "none":
             assert r["reference"] and not r["correction"]
+        assert r["meta"]["window"]     # every type, no_fact too: the prompt never tells the type by its reference
     books = {s: {r["meta"]["book_id"] for r in sample[s]} for s in sample}
     assert not books["train"] & books["test"]
