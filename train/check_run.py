@@ -77,8 +77,8 @@ def score_problems(metrics: dict, min_mcc: float | None, max_parse_failures: flo
         by_type = _recall_by_type(metrics)
         if not by_type:
             problems.append("no recall per type (by_type, or ANAH's recall_by_type) in the metrics")
-        problems += [f"recall of {t} {recall} <= {type_recall_above} (n={n})"
-                     for t, (recall, n) in sorted(by_type.items()) if not (recall or 0) > type_recall_above]
+        problems += [f"recall of {t} {recall} <= {type_recall_above} (n={count})"
+                     for t, (recall, count) in sorted(by_type.items()) if not (recall or 0) > type_recall_above]
     if min_acc_over_majority is not None:
         support = metrics.get("support") or {}
         majority = max(support.values()) / sum(support.values()) if support else 1.0
