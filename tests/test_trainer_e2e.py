@@ -206,6 +206,7 @@ def test_sentence_level_demos_train_and_score(tmp_path, exp):
 
 @pytest.mark.parametrize("exp", ["anah_generative_demo", "anah_discriminative_demo"])
 def test_anah_demos_train_and_score(tmp_path, exp):
+    """anah_generative_demo (and anah_discriminative_demo, which CI also runs verbatim) at small sizes."""
     small = [f"+exp={exp}", "trainer.progress=false", "logger.wandb=false", "data.corpus.n_books=3",
              "data.corpus.units_per_book=3", "data.corpus.unit_chars_min=300", "data.corpus.unit_chars_max=400",
              "curriculum.stages=[{name: sft, bucket: all, max_seq_len: 2048, max_steps: 3}]",
