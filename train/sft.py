@@ -24,10 +24,12 @@ def main(cfg: DictConfig) -> None:
     check_run_config(cfg)
     check_memory_plan(cfg)
     info = init_distributed(sp_sizes(cfg))
+    finished = False
     try:
         train(cfg, info)
+        finished = True
     finally:
-        teardown()
+        teardown(finished)
 
 
 def check_memory_plan(cfg: DictConfig) -> None:
