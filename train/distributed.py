@@ -95,14 +95,17 @@ def _sp_group(dims: ParallelDims, rank: int):
     return mine
 
 
-def teardown(finished: bool = True) -> None:
-    """Destroy the process groups. After a finished run, only once every rank is here: a rank that
-    closed its gloo connections while a peer still held them (rank 1 done with the final evaluation
-    while rank 0 scored) was seen to abort at exit ("terminate called without an active exception").
-    After an error, at once: a barrier would wait for a peer that may be stuck in a collective."""
+def wait_for_peers() -> None:
+    """The end of a finished run: return once every rank is here, so that no rank closes its gloo
+    connections while a peer still holds them (rank 1, done with the final evaluation while rank 0
+    scored, was seen to abort at exit: "terminate called without an active exception"). Never
+    after an error: it would wait for a peer that may be stuck in a collective."""
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
+
+
+def teardown() -> None:
     if dist.is_available() and dist.is_initialized():
-        if finished and dist.get_world_size() > 1:
-            dist.barrier()
         dist.destroy_process_group()
 
 

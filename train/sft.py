@@ -14,7 +14,7 @@ from data_builders.user_errors import reports_user_errors
 def main(cfg: DictConfig) -> None:
     from models.builders import resolve_model_path
     from train.data import check_run_config
-    from train.distributed import init_distributed, teardown
+    from train.distributed import init_distributed, teardown, wait_for_peers
     from train.sequence_parallel import sp_sizes
     from train.trainer import train
 
@@ -24,12 +24,11 @@ def main(cfg: DictConfig) -> None:
     check_run_config(cfg)
     check_memory_plan(cfg)
     info = init_distributed(sp_sizes(cfg))
-    finished = False
     try:
         train(cfg, info)
-        finished = True
+        wait_for_peers()
     finally:
-        teardown(finished)
+        teardown()
 
 
 def check_memory_plan(cfg: DictConfig) -> None:
