@@ -34,15 +34,15 @@ def test_parameters_are_counted_from_the_architecture_without_weights(qwen3_8b):
 
 @pytest.mark.slow
 def test_planned_activations_and_logits_are_within_20_percent_of_measured_cpu_peaks():
-    """One training step of the tiny model, fp32 (train.bench_sp's worker): the bytes autograd saves
+    """One training step of the tiny model, fp32 (train.bench_sp's measure): the bytes autograd saves
     at 2k / 16k / 32k and sp 1 / 2, and from 16k (below, the allocator reuses heap and RSS
     undercounts) the peak RSS growth of the step, loss logits included."""
-    from train.bench_sp import _step_worker, launch
+    from train.bench_sp import _measure_step, launch
 
     m = model_shape(resolve_model_path("embedded:qwen3-tiny"), dtype="float32")
     for length in (2048, 16384, 32768):
         for sp in (1, 2):
-            measured = max(launch(_step_worker, sp, 2 // sp, length, 0), key=lambda r: r["saved_mb"])
+            measured = max(launch(_measure_step, sp, 2 // sp, length, 0), key=lambda r: r["saved_mb"])
             t = stage_terms(m, CPU_STEP, length, sp, labelled=256)     # the worker labels 256 tokens
             planned = (t["activations"] + t["attention"]) / 2**20
             assert abs(planned / measured["saved_mb"] - 1) < 0.2, (length, sp, planned, measured)

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from models.attention.kernels import CPUFlashKernel
 from models.attention.ring import ring_attention
 from tests.conftest import free_port
-from train.distributed import wait_for_peers
+from train.distributed import join_gloo_group, teardown
 from train.sequence_parallel import zigzag_gather, zigzag_index
 
 TOL = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.bfloat16: dict(atol=2e-2, rtol=2e-2)}
@@ -95,13 +95,13 @@ def _check_case(rank, world, seed, dtype, heads, docs):
 
 
 def _worker(rank, world, port):
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    join_gloo_group(rank, world, port)
     try:
         for seed, case in enumerate(CASES):
             _check_case(rank, world, seed, *case)
-        wait_for_peers()
+        dist.barrier()
     finally:
-        dist.destroy_process_group()
+        teardown()
 
 
 @pytest.mark.parametrize("world", [2, 4])

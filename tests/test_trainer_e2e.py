@@ -29,7 +29,9 @@ TINY = ["+exp=longnovel_whole_source_demo", *SMALL]
 
 
 def _ok(proc):
+    """A finished run, whose ranks freed every process group before exiting (train.distributed.teardown)."""
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    assert "still referenced after teardown" not in proc.stderr, proc.stderr[-3000:]
     return proc
 
 

@@ -88,7 +88,7 @@ def throughput(work: Path, steps: int, long_steps: int) -> dict:
     from models.builders import load_tokenizer, resolve_model_path
     from train.data import plan_stage, stage_samples
     from train.distributed import init_distributed, teardown
-    from train.engine import build_engine
+    from train.engine import build_engine, release_engine
     from train.loop import StageContext, train_step
 
     torch.set_num_threads(CORES)
@@ -114,7 +114,7 @@ def throughput(work: Path, steps: int, long_steps: int) -> dict:
                 t0 = time.perf_counter()
                 tokens = plain.step(samples[plan.rank_indices(k, 0)[0][0]])
                 plain_rate.append(tokens / (time.perf_counter() - t0))
-            engine.destroy()
+            release_engine(engine)
             ours, base = statistics.median(ours_rate[1:]), statistics.median(plain_rate[1:])
             out[stage.name] = {"ours_tokens_per_s": ours, "plain_tokens_per_s": base, "ratio": ours / base,
                                "steps": plan.total_steps}

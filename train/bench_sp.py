@@ -28,18 +28,22 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
 
-from train.distributed import free_port
+from train.distributed import free_port, join_gloo_group, teardown
 from train.host_memory import current_rss, peak_rss, reset_peak_rss, return_freed_memory
 
 MB = 2**20
 
 
-def _setup(rank: int, world: int, port: int, threads: int):
+def _rank(rank, measure, world, port, threads, length, repeat, queue):
+    """A spawned rank: join the gloo group (sp > 1), put what `measure` returns on the queue, and
+    free the group before the process exits (see train.distributed.teardown)."""
     torch.set_num_threads(threads)
     if world > 1:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-        return dist.group.WORLD
-    return None
+        join_gloo_group(rank, world, port)
+    try:
+        queue.put(measure(rank, world, dist.group.WORLD if world > 1 else None, length, repeat))
+    finally:
+        teardown()
 
 
 def _saved_for_backward(step) -> int:
@@ -68,12 +72,11 @@ def _timed(fn, warmup: int, repeat: int) -> float:
     return statistics.median(times) if times else float("nan")
 
 
-def _step_worker(rank, world, port, threads, length, repeat, queue):
+def _measure_step(rank, world, group, length, repeat) -> dict:
     from models.builders import load_causal_lm, resolve_model_path
     from train.loss import token_loss_sum
     from train.sequence_parallel import shard_batch
 
-    group = _setup(rank, world, port, threads)
     return_freed_memory()                     # as the trainer does on CPU
     if world > 1:
         from models.attention.hf_ring import register
@@ -106,16 +109,13 @@ def _step_worker(rank, world, port, threads, length, repeat, queue):
                            "before the measured step; it could not be written here")
     saved = _saved_for_backward(step)          # the measured step: its peak RSS and its saved bytes
     peak = (peak_rss() - base) / MB
-    queue.put({"rank": rank, "step_s": seconds, "activation_mb": peak, "saved_mb": saved / MB})
-    if group is not None:
-        dist.destroy_process_group()
+    return {"rank": rank, "step_s": seconds, "activation_mb": peak, "saved_mb": saved / MB}
 
 
-def _attention_worker(rank, world, port, threads, length, repeat, queue):
+def _measure_attention(rank, world, group, length, repeat) -> dict:
     from models.attention.kernels import CPUFlashKernel
     from models.attention.ring import ring_attention
 
-    group = _setup(rank, world, port, threads)
     gen = torch.Generator().manual_seed(1)
     local = length // world
     q = torch.randn(1, 4, local, 16, generator=gen, requires_grad=True)
@@ -130,16 +130,15 @@ def _attention_worker(rank, world, port, threads, length, repeat, queue):
         if group is not None:
             dist.barrier(group)
 
-    queue.put({"rank": rank, "attn_s": _timed(run, warmup=1, repeat=repeat)})
-    if group is not None:
-        dist.destroy_process_group()
+    return {"rank": rank, "attn_s": _timed(run, warmup=1, repeat=repeat)}
 
 
-def launch(worker, world: int, threads: int, length: int, repeat: int) -> list[dict]:
+def launch(measure, world: int, threads: int, length: int, repeat: int) -> list[dict]:
+    """`measure(rank, world, group, length, repeat)` on `world` spawned ranks, their rows by rank."""
     port = free_port()
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
-    mp.start_processes(worker, args=(world, port, threads, length, repeat, queue), nprocs=world,
+    mp.start_processes(_rank, args=(measure, world, port, threads, length, repeat, queue), nprocs=world,
                        join=True, start_method="spawn")
     return sorted((queue.get() for _ in range(world)), key=lambda r: r["rank"])
 
@@ -148,10 +147,10 @@ def bench(lengths: list[int], repeat: int) -> dict:
     cores = os.cpu_count() or 1
     rows = []
     for length in lengths:
-        sp1 = launch(_step_worker, 1, cores, length, repeat)
-        sp2 = launch(_step_worker, 2, 1, length, repeat)
-        flash = launch(_attention_worker, 1, cores, length, repeat)
-        ring = launch(_attention_worker, 2, 1, length, repeat)
+        sp1 = launch(_measure_step, 1, cores, length, repeat)
+        sp2 = launch(_measure_step, 2, 1, length, repeat)
+        flash = launch(_measure_attention, 1, cores, length, repeat)
+        ring = launch(_measure_attention, 2, 1, length, repeat)
         row = {
             "length": length,
             "sp1_step_s": sp1[0]["step_s"], "sp2_step_s": max(r["step_s"] for r in sp2),

@@ -5,8 +5,11 @@ without CUDA, DeepSpeed runs on its CPU accelerator with the gloo backend.
 """
 from __future__ import annotations
 
+import gc
 import os
+import sys
 import warnings
+import weakref
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
@@ -77,12 +80,27 @@ def init_distributed(sp_sizes: int | list[int] = 1, timeout_s: int = 1800) -> Di
     local_rank = int(os.environ["LOCAL_RANK"])
     if cuda:
         torch.cuda.set_device(local_rank)
+    _import_before_any_group()
     deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo",
                                timeout=timedelta(seconds=timeout_s))
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     rank, world = dist.get_rank(), dist.get_world_size()
     groups = {k: _sp_group(ParallelDims(world, k), rank) for k in sorted(set(sp_sizes)) if k > 1}
     return DistInfo(rank, world, local_rank, device, sp_groups=groups).with_sp(sp_sizes[0])
+
+
+def join_gloo_group(rank: int, world: int, port: int) -> None:
+    """A spawned rank's gloo group on 127.0.0.1:`port` (tests and benchmarks; torchrun's ranks call
+    `init_distributed`). Leave it with `teardown()`."""
+    _import_before_any_group()
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+
+
+def _import_before_any_group() -> None:
+    """torch.distributed.nn.functional's collectives default to `group=group.WORLD`, evaluated at
+    import: imported once the world group exists (transformers does, loading a model), they keep it
+    alive past `teardown()`. Imported before, the default is None."""
+    import torch.distributed.nn.functional  # noqa: F401
 
 
 def _sp_group(dims: ParallelDims, rank: int):
@@ -95,18 +113,31 @@ def _sp_group(dims: ParallelDims, rank: int):
     return mine
 
 
-def wait_for_peers() -> None:
-    """The end of a finished run: return once every rank is here, so that no rank closes its gloo
-    connections while a peer still holds them (rank 1, done with the final evaluation while rank 0
-    scored, was seen to abort at exit: "terminate called without an active exception"). Never
-    after an error: it would wait for a peer that may be stuck in a collective."""
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        dist.barrier()
+def teardown() -> int:
+    """Destroy every process group (DeepSpeed's references to them too) and free them now, while
+    the interpreter is alive; returns how many are still referenced elsewhere.
 
-
-def teardown() -> None:
-    if dist.is_available() and dist.is_initialized():
+    Why now: a gloo worker thread releases each finished collective after the caller has moved on,
+    and that release can take the GIL (a tensor's or a saved-tensors hook's Python object). Once
+    Python is finalizing, taking the GIL ends the thread mid-C++ and the process aborts with
+    "terminate called without an active exception". Freeing a group joins its threads first.
+    Call it where the run's objects (engine, DistInfo) are already gone: a group they hold
+    outlives this call, and a warning names how many (not while an error propagates).
+    """
+    if not (dist.is_available() and dist.is_initialized()):
+        return 0
+    groups = [weakref.ref(pg) for pg in dist.distributed_c10d._world.pg_map]
+    deepspeed_comm = sys.modules.get("deepspeed.comm")
+    if deepspeed_comm is not None and deepspeed_comm.is_initialized():
+        deepspeed_comm.destroy_process_group()
+    else:
         dist.destroy_process_group()
+    gc.collect()
+    alive = sum(ref() is not None for ref in groups)
+    if alive and sys.exc_info()[1] is None:       # after an error, its traceback holds the run's frames
+        warnings.warn(f"{alive} of {len(groups)} process groups are still referenced after teardown(); "
+                      "their gloo threads may abort the process at exit", RuntimeWarning, stacklevel=2)
+    return alive
 
 
 def free_port() -> int:

@@ -118,6 +118,29 @@ def build_engine(cfg: DictConfig, weights_dir: str, world_size: int, lr: float, 
     return engine
 
 
+def release_engine(engine) -> None:
+    """`engine.destroy()`, then drop what DeepSpeed keeps of the engine after it, so that a stage's
+    model, optimizer state and process-group references are freed when the stage ends:
+    - ZeRO-3 lists every engine's model in a module-level stack (`parameter_offload.FWD_MODULE_STACK`);
+    - the model's forward hooks point back at the engine;
+    - the parameter coordinator memoizes `__params_to_release` in a class-wide lru_cache, keyed by
+      coordinator and module.
+    """
+    import deepspeed.runtime.zero.parameter_offload as offload
+    from deepspeed.runtime.zero.partitioned_param_coordinator import PartitionedParameterCoordinator
+
+    own = {id(m) for m in engine.module.modules()}
+    engine.destroy()
+    for hook in (getattr(engine, "module_forward_pre_hook", None), getattr(engine, "module_forward_post_hook", None)):
+        if hook is not None:
+            hook.remove()
+    offload.FWD_MODULE_STACK[:] = [m for m in offload.FWD_MODULE_STACK if id(m) not in own]
+    memoized = vars(PartitionedParameterCoordinator)["_PartitionedParameterCoordinator__params_to_release"]
+    for cell in memoized.__closure__ or ():        # under DeepSpeed's nvtx wrapper
+        if hasattr(cell.cell_contents, "cache_clear"):
+            cell.cell_contents.cache_clear()
+
+
 def consolidated_state_dict(engine, zero_stage: int) -> dict:
     """Full weights on rank 0 (a collective under ZeRO-3: every rank must call it)."""
     if zero_stage == 3:

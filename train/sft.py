@@ -14,7 +14,7 @@ from data_builders.user_errors import reports_user_errors
 def main(cfg: DictConfig) -> None:
     from models.builders import resolve_model_path
     from train.data import check_run_config
-    from train.distributed import init_distributed, teardown, wait_for_peers
+    from train.distributed import init_distributed, teardown
     from train.sequence_parallel import sp_sizes
     from train.trainer import train
 
@@ -23,10 +23,8 @@ def main(cfg: DictConfig) -> None:
     resolve_model_path(cfg.model.name_or_path)
     check_run_config(cfg)
     check_memory_plan(cfg)
-    info = init_distributed(sp_sizes(cfg))
     try:
-        train(cfg, info)
-        wait_for_peers()
+        train(cfg, init_distributed(sp_sizes(cfg)))    # no reference here outlives train(): see teardown()
     finally:
         teardown()
 

@@ -16,7 +16,7 @@ from train.checkpoint import ResumePoint, find_resume_point, mark_stage_done, st
 from train.config import to_container
 from train.data import plan_stage, prepare_records, stage_grad_accum, stage_samples
 from train.distributed import DistInfo, barrier, broadcast_object
-from train.engine import build_engine, export_hf
+from train.engine import build_engine, export_hf, release_engine
 from train.final_eval import evaluate_export
 from train.loop import StageContext, run_stage
 from train.preemption import mark_preempted, stop_requested
@@ -67,9 +67,7 @@ def train(cfg: DictConfig, info: DistInfo) -> dict | None:
         if cfg.eval.enabled:
             final = stage_weights(run_dir, len(stages), names, base)
             metrics = _evaluate(cfg, info, run_dir / "eval", final, records, tracker, "eval", global_step)
-        # Rank 0 scores and writes after the last collective; the others wait here, so that no rank
-        # tears its process group down while a peer still uses its connections (seen: SIGABRT in gloo).
-        barrier()
+        barrier()       # rank 0 scores after the last collective: no rank leaves while a peer may need it
         return metrics
     finally:
         tracker.finish()
@@ -137,7 +135,7 @@ def _run_one_stage(cfg, info, run_dir, index, stage, names, base, tokenizer, tra
         if stop_requested(run_dir) and index + 1 < len(names):    # between stages: the stage export is the checkpoint
             mark_preempted(run_dir, stage.name, global_step, info.is_main)
             stopped = True
-    engine.destroy()
+    release_engine(engine)
     del engine
     gc.collect()
     return global_step, stopped
