@@ -149,8 +149,3 @@ class SourceIndex:
                 if 0 <= side < len(self.sents) and not (lo <= side < hi) and used + self.sizes[side] <= budget:
                     lo, hi, used, grown = min(lo, side), max(hi, side + 1), used + self.sizes[side], True
         return ("" if self.language == "zh" else " ").join(self.sents[lo:hi])
-
-
-def reference_window(source: str, sentence: str, language: str, budget: int | None = None, ranker=None) -> str:
-    """The window of `source` that a single `sentence` is annotated against."""
-    return SourceIndex(source, language, ranker).window(sentence, budget)

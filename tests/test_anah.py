@@ -6,10 +6,10 @@ import pytest
 from data_builders.anah import (
     TEMPLATES,
     TRAIN_TEMPLATES,
+    SourceIndex,
     annotation_messages,
     annotation_target,
     pick_template,
-    reference_window,
 )
 from data_builders.anah_sample import build_anah_sample
 from data_builders.novel_corpus import generate_corpus
@@ -66,12 +66,12 @@ def test_marked_templates_show_what_the_reference_lacks_and_keep_the_target():
     assert pick_template(rec, "anah_random+marks") == pick_template(rec, "anah_random")
 
 
-def test_reference_window_centres_on_the_match_within_budget():
+def test_the_source_window_centres_on_the_match_within_budget():
     source = "。".join(f"第{i}句讲的是事情{i}" for i in range(300)) + "。"
-    window = reference_window(source, "事情150", "zh")
+    window = SourceIndex(source, "zh").window("事情150")
     assert "第150句讲的是事情150。" in window and len(window) <= 540
     english = " ".join(f"Sentence {i} is about topic{i}." for i in range(300))
-    window = reference_window(english, "what about topic42", "en", budget=50)
+    window = SourceIndex(english, "en").window("what about topic42", budget=50)
     assert "topic42." in window and len(window.split()) <= 50
 
 

@@ -32,7 +32,7 @@ def _rank(rank, port, hold, queue):
         warnings.simplefilter("always")
         alive = teardown()
     queue.put((rank, alive, [str(w.message) for w in caught if w.category is RuntimeWarning]))
-    del held
+    del held                           # freed here, before this process finalizes
 
 
 @pytest.mark.parametrize("hold", [False, True], ids=["nothing-held", "caller-holds-the-group"])
