@@ -103,17 +103,43 @@ def _expect_str_list(rec: dict, name: str, where: _Where) -> None:
         raise where.error(name, f"expected a list of str, found {value!r:.80}")
 
 
-def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
-    """Yield (line number, parsed object) for each non-blank line; bad JSON raises RecordError."""
+def iter_jsonl(path: str | Path, torn_tail_ok: bool = False) -> Iterator[tuple[int, Any]]:
+    """Yield (line number, parsed object) for each non-blank line; bad JSON raises RecordError
+    naming the file and line. With `torn_tail_ok`, a last line with no newline that does not
+    parse (a writer stopped mid-row) is skipped, with a message: resumable outputs read so."""
     path = str(path)
     with open(path, encoding="utf-8") as f:
-        for lineno, text in enumerate(f, start=1):
-            if not text.strip():
-                continue
-            try:
-                yield lineno, json.loads(text)
-            except json.JSONDecodeError as e:
-                raise RecordError(f"malformed JSON: {e.msg} (column {e.colno})", path, lineno) from None
+        lines = list(enumerate(f, start=1))
+    for lineno, text in lines:
+        if not text.strip():
+            continue
+        try:
+            yield lineno, json.loads(text)
+        except json.JSONDecodeError as e:
+            if torn_tail_ok and lineno == len(lines) and not text.endswith("\n"):
+                print(f"{path}:{lineno}: skipping a partly written last line ({len(text)} characters)",
+                      flush=True)
+                return
+            raise RecordError(f"malformed JSON: {e.msg} (column {e.colno})", path, lineno) from None
+
+
+def read_jsonl(path: str | Path, torn_tail_ok: bool = False) -> list[Any]:
+    """Every object of a JSONL file (blank lines skipped); see `iter_jsonl`."""
+    return [obj for _, obj in iter_jsonl(path, torn_tail_ok)]
+
+
+def read_jsonl_to_append(path: str | Path) -> list[Any]:
+    """The rows of a JSONL file a writer will append to (a resumed run): a torn last line is
+    skipped and cut off the file, so that the next row starts on a line of its own."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = read_jsonl(path, torn_tail_ok=True)
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as f:
+            f.truncate(data.rfind(b"\n") + 1)
+    return rows
 
 
 def read_records(path: str | Path) -> list[dict]:

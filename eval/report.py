@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from data_builders.schema import LENGTH_BUCKETS, SENTENCE_TYPES, write_jsonl
+from data_builders.schema import LENGTH_BUCKETS, SENTENCE_TYPES, read_jsonl, write_jsonl
 from eval import plots
 
 
@@ -105,7 +105,7 @@ def write_eval(out_dir: Path, task: str, metrics: dict, rows: list[dict], plot: 
 
 def read_rows(path: Path) -> list[dict]:
     """The rows of a predictions.parsed.jsonl written by `write_eval`."""
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    return read_jsonl(path)
 
 
 def report_text(out_dir: Path) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from data_builders.schema import write_jsonl
+from data_builders.schema import read_jsonl_to_append, write_jsonl
 from data_builders.sources import build_records, read_splits
 from eval.predict import select_eval_records
 from eval.predictors import PREDICTORS
@@ -28,9 +28,8 @@ def _splits(cfg: DictConfig, tokenizer) -> dict[str, list[dict]]:
 
 
 def _done(path: Path) -> set[str]:
-    if not path.exists():
-        return set()
-    return {json.loads(line)["id"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()}
+    """Ids already predicted: a torn last line (the run was killed mid-row) is dropped, and redone."""
+    return {row["id"] for row in read_jsonl_to_append(path)}
 
 
 def run_eval(cfg: DictConfig) -> dict:

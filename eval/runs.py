@@ -9,6 +9,8 @@ from pathlib import Path
 
 import yaml
 
+from data_builders.schema import read_jsonl
+
 
 @dataclass
 class Run:
@@ -18,16 +20,12 @@ class Run:
     metrics: dict | None = None                           # eval/metrics.json
 
 
-def _jsonl(path: Path) -> list[dict]:
-    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
-
-
 def load_run_dir(path: str | Path) -> Run:
     path = Path(path)
     if not (path / "config.yaml").exists():
         raise FileNotFoundError(f"{path}: not a run directory (expected config.yaml, train_log.jsonl, eval/)")
     config = yaml.safe_load((path / "config.yaml").read_text(encoding="utf-8")) or {}
-    steps = _jsonl(path / "train_log.jsonl") if (path / "train_log.jsonl").exists() else []
+    steps = read_jsonl(path / "train_log.jsonl") if (path / "train_log.jsonl").exists() else []
     metrics_path = path / "eval" / "metrics.json"
     metrics = json.loads(metrics_path.read_text(encoding="utf-8")) if metrics_path.exists() else None
     return Run(f"{config.get('exp_name', 'run')}@{path.name}", config, steps, metrics)

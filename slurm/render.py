@@ -9,7 +9,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from train.sequence_parallel import stage_dims
+from train.parallel_dims import job_world_size, procs_per_node, stage_dims
 
 
 def _template(name: str) -> str:
@@ -25,10 +25,6 @@ def job_overrides(task_overrides: list[str], drop: tuple[str, ...] = ()) -> list
             continue
         keep.append(o)
     return keep
-
-
-def procs_per_node(s: DictConfig) -> int:
-    return s.gpus_per_node if s.gpus_per_node > 0 else (s.procs_per_node or 1)
 
 
 def sbatch_lines(cfg: DictConfig, job_name: str, log_dir: Path, array: int | None = None) -> list[str]:
@@ -63,7 +59,7 @@ def train_script(cfg: DictConfig, overrides: list[str], repo: Path, log_dir: Pat
     """The training job: fixed output_dir (so a requeued job finds its checkpoints) and resume=auto."""
     s = cfg.slurm
     for stage in [None, *cfg.curriculum.stages]:     # every degree divides the job's world size
-        stage_dims(cfg, stage, s.nodes * procs_per_node(s))
+        stage_dims(cfg, stage, job_world_size(s))
     run_dir = Path(cfg.output_dir).resolve()
     args = [*job_overrides(overrides, ("output_dir", "resume")), f"output_dir={run_dir}", "resume=auto"]
     return _fill(_template("train"), {

@@ -15,7 +15,7 @@ QWEN3_8B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidde
             "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32,
             "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "tie_word_embeddings": False,
             "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}
-CPU_STEP = Layout(world=2, gpus_per_node=2, zero_stage=0, offload_param=False, offload_optimizer=False,
+CPU_STEP = Layout(world=2, ranks_per_node=2, zero_stage=0, offload_param=False, offload_optimizer=False,
                   gradient_checkpointing=False, generative=True, chunk_tokens=1024)
 
 

@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from data_builders.collate import IGNORE_INDEX
+from train.parallel_dims import ParallelDims
 from train.sequence_parallel import (
-    ParallelDims,
     doc_lengths,
     pad_documents,
     shard_batch,

@@ -33,6 +33,7 @@ DEMO = ["+exp=longnovel_whole_source_demo", "parallel=none", "eval.enabled=false
 def _train(overrides: list[str], out: Path) -> list[dict]:
     """Our trainer, one process under torchrun, every core; the rows of its train_log."""
     from train.distributed import free_port
+    from train.run_dir import read_train_log
 
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1", "--master_addr=127.0.0.1",
            f"--master_port={free_port()}", str(REPO / "train" / "sft.py"), *DEMO, *overrides, f"output_dir={out}"]
@@ -40,7 +41,7 @@ def _train(overrides: list[str], out: Path) -> list[dict]:
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"training run failed:\n{done.stderr[-3000:]}")
-    return [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
+    return read_train_log(out)
 
 
 def _median_after_warmup(rows: list[dict], key: str, stage: str) -> float:
@@ -86,10 +87,7 @@ def throughput(work: Path, steps: int, long_steps: int) -> dict:
     machine noise hits both alike. Single process, every core, fp32, batch 1."""
     from data_builders.sources import build_records
     from models.builders import load_tokenizer, resolve_model_path
-    from train.data import plan_stage, stage_samples
     from train.distributed import init_distributed, teardown
-    from train.engine import build_engine, release_engine
-    from train.loop import StageContext, train_step
 
     torch.set_num_threads(CORES)
     cfg = _compose(["deepspeed=none", _stages(steps, long_steps)])
@@ -97,30 +95,37 @@ def throughput(work: Path, steps: int, long_steps: int) -> dict:
     tok = load_tokenizer(path)
     records = build_records(cfg, tok)[0]["train"]
     info = init_distributed(1)
-    out = {}
     try:
-        for stage, n in zip(cfg.curriculum.stages, (steps, long_steps)):
-            samples, _ = stage_samples(records, stage, tok, cfg.task, 1.0)
-            plan = plan_stage(stage, len(samples), 1, 1, 1, cfg.trainer.seed, n)
-            engine = build_engine(cfg, path, 1, cfg.optim.lr, plan.total_steps)
-            ctx = StageContext(0, stage.name, stage.max_seq_len, work, info, None, None, tok.pad_token_id, 0, None,
-                               False, task=cfg.task, zero_stage=0)
-            plain = PlainLoop(path, cfg.optim.lr)
-            ours_rate, plain_rate = [], []
-            for k in range(plan.total_steps):
-                t0 = time.perf_counter()
-                tokens = train_step(engine, samples, plan, k, ctx)["tokens"]
-                ours_rate.append(tokens / (time.perf_counter() - t0))
-                t0 = time.perf_counter()
-                tokens = plain.step(samples[plan.rank_indices(k, 0)[0][0]])
-                plain_rate.append(tokens / (time.perf_counter() - t0))
-            release_engine(engine)
-            ours, base = statistics.median(ours_rate[1:]), statistics.median(plain_rate[1:])
-            out[stage.name] = {"ours_tokens_per_s": ours, "plain_tokens_per_s": base, "ratio": ours / base,
-                               "steps": plan.total_steps}
+        return {stage.name: _stage_throughput(cfg, path, tok, records, stage, n, info, work)
+                for stage, n in zip(cfg.curriculum.stages, (steps, long_steps))}
     finally:
+        del info           # teardown() frees only groups nothing else holds
         teardown()
-    return out
+
+
+def _stage_throughput(cfg, path: str, tok, records: list[dict], stage, n: int, info, work: Path) -> dict:
+    """One stage of `throughput`; its engine is released and every reference to it gone on return."""
+    from train.data import plan_stage, stage_samples
+    from train.engine import build_engine, release_engine
+    from train.loop import StageContext, train_step
+
+    samples, _ = stage_samples(records, stage, tok, cfg.task, 1.0)
+    plan = plan_stage(stage, len(samples), 1, 1, 1, cfg.trainer.seed, n)
+    engine = build_engine(cfg, path, 1, cfg.optim.lr, plan.total_steps)
+    ctx = StageContext(0, stage.name, stage.max_seq_len, work, info, None, None, tok.pad_token_id, 0, None,
+                       False, task=cfg.task, zero_stage=0)
+    plain = PlainLoop(path, cfg.optim.lr)
+    ours_rate, plain_rate = [], []
+    for k in range(plan.total_steps):
+        t0 = time.perf_counter()
+        tokens = train_step(engine, samples, plan, k, ctx)["tokens"]
+        ours_rate.append(tokens / (time.perf_counter() - t0))
+        t0 = time.perf_counter()
+        tokens = plain.step(samples[plan.rank_indices(k, 0)[0][0]])
+        plain_rate.append(tokens / (time.perf_counter() - t0))
+    release_engine(engine)
+    ours, base = statistics.median(ours_rate[1:]), statistics.median(plain_rate[1:])
+    return {"ours_tokens_per_s": ours, "plain_tokens_per_s": base, "ratio": ours / base, "steps": plan.total_steps}
 
 
 def _data_dir(work: Path) -> Path:
@@ -208,8 +213,9 @@ def inference(data_dir: Path, n: int = 48, new_tokens: int = 64) -> dict:
     head_rate = len(prompts) / (time.perf_counter() - t0)
     lm = load_annotator(path, "generative")
     out = {"head_samples_per_s": head_rate}
+    shortest = min(map(len, prompts[:8]))
+    chunk = [p[-shortest:] for p in prompts[:8]]      # greedy_batch decodes prompts of one length together
     for batch in (1, 8):
-        chunk = prompts[:8]
         t0 = time.perf_counter()
         texts = [t for k in range(0, len(chunk), batch) for t in greedy_batch(lm, tok, chunk[k:k + batch], new_tokens)]
         made = sum(len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from data_builders.schema import read_jsonl
 from train.run_dir import LOG_FIELDS
 
 
@@ -29,7 +30,7 @@ def contract_problems(run_dir: Path) -> list[str]:
         return [f"{config_path}: missing"]
     config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
     log = run_dir / "train_log.jsonl"
-    rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()] if log.is_file() else []
+    rows = read_jsonl(log) if log.is_file() else []
     if not rows:
         problems.append(f"{log}: missing or empty")
     for i, row in enumerate(rows):

@@ -223,7 +223,7 @@ class PlanConfig:
     """python -m train.plan: the GPU memory plan (also checked by the trainer on GPUs)."""
     gpu: Optional[str] = None             # h20 | a800 | a100-40 | a100-80 | h100 | h800 | h200
     gpu_mem_gb: Optional[float] = None    # instead of a known GPU
-    world_size: Optional[int] = None      # default slurm.nodes x slurm.gpus_per_node
+    world_size: Optional[int] = None      # default the SLURM job's: slurm.nodes x processes per node
     max_over: float = 1.25                # the trainer refuses a run whose plan is this far over
 
 

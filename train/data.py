@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +13,8 @@ from data_builders.sample_cache import encoded_samples
 from data_builders.schema import write_jsonl
 from data_builders.sources import DataError, build_records, in_bucket, needed_buckets, read_splits
 from train.distributed import DistInfo, barrier
-from train.sequence_parallel import SP_MODES, stage_dims
+from train.parallel_dims import launched_world_size, stage_dims
+from train.sequence_parallel import SP_MODES
 
 
 def check_run_config(cfg: DictConfig) -> None:
@@ -54,7 +54,7 @@ def check_parallel_config(cfg: DictConfig) -> None:
     if cfg.parallel.sp_mode not in SP_MODES:
         raise ValueError(f"parallel.sp_mode: expected one of {list(SP_MODES)}, found {cfg.parallel.sp_mode!r}")
     check_ring_config(cfg)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = launched_world_size()
     for stage in [None, *cfg.curriculum.stages]:
         dims = stage_dims(cfg, stage, world)       # validated before any process group exists
         sp, key = dims.sp_size, dims.key

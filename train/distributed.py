@@ -17,13 +17,13 @@ import torch
 import torch.distributed as dist
 
 from train.host_memory import return_freed_memory
-from train.sequence_parallel import ParallelDims
+from train.parallel_dims import ParallelDims
 
 
 @dataclass(frozen=True)
 class DistInfo:
     """This rank, its device and its current layout (`dims`); the SP / DP arithmetic is the
-    layout's (`train.sequence_parallel.ParallelDims`)."""
+    layout's (`train.parallel_dims.ParallelDims`)."""
     rank: int
     world_size: int
     local_rank: int

@@ -14,7 +14,7 @@ from models.builders import torch_dtype
 from models.heads import PooledClassifier
 from models.lora import merged_copy
 from models.response_lm import ResponseLM
-from train.sequence_parallel import stage_sp_size
+from train.parallel_dims import stage_sp_size
 
 
 def ds_config(cfg: DictConfig, world_size: int, grad_accum: int | None = None) -> dict:

@@ -173,7 +173,7 @@ def planned_step_bytes(shape: dict, tokens: int, chunk: int) -> dict:
     with tempfile.TemporaryDirectory() as d:
         Qwen3Config(**shape).save_pretrained(d)
         shape = model_shape(d, "generative", dtype="bf16")
-    lay = Layout(world=1, gpus_per_node=1, zero_stage=0, offload_param=False, offload_optimizer=False,
+    lay = Layout(world=1, ranks_per_node=1, zero_stage=0, offload_param=False, offload_optimizer=False,
                  gradient_checkpointing=True, generative=True, chunk_tokens=chunk)
     terms = stage_terms(shape, lay, tokens, 1, labelled=tokens)
     return {"activations": terms["activations"], "logits": terms["logits"], "layer_params": shape.layer_params}

@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import train.config  # noqa: F401  (registers the structured schemas)
 from data_builders.user_errors import reports_user_errors
+from train.parallel_dims import job_world_size, procs_per_node, stage_sp_size
 
 GB = 1e9
 GPU_MEMORY_GB = {"h20": 96, "a800": 80, "a100-40": 40, "a100-80": 80, "a100": 80, "h100": 80, "h800": 80,
@@ -90,7 +91,7 @@ def model_shape(path: str, kind: str = "generative", num_labels: int = 2, dtype:
 @dataclass(frozen=True)
 class Layout:
     world: int
-    gpus_per_node: int
+    ranks_per_node: int
     zero_stage: int
     offload_param: bool
     offload_optimizer: bool
@@ -133,7 +134,7 @@ def stage_terms(m: ModelShape, lay: Layout, seq_len: int, sp: int, labelled: int
 def host_bytes_per_node(m: ModelShape, lay: Layout) -> float:
     """CPU memory that offload holds on one node: fp32 master weights, Adam moments and fp32
     gradients (optimizer offload), and the 16-bit parameter partitions (parameter offload)."""
-    share = m.params * min(lay.world, lay.gpus_per_node) / lay.world
+    share = m.params * min(lay.world, lay.ranks_per_node) / lay.world
     return share * ((16 if lay.offload_optimizer else 0) + (m.dtype_bytes if lay.offload_param else 0))
 
 
@@ -151,8 +152,6 @@ class StageRow:
 
 
 def plan_rows(cfg: DictConfig, m: ModelShape, lay: Layout) -> list[StageRow]:
-    from train.sequence_parallel import stage_sp_size
-
     limit = gpu_bytes(cfg)
     rows = []
     for stage in cfg.curriculum.stages:
@@ -175,7 +174,7 @@ def gpu_bytes(cfg: DictConfig) -> float:
 
 
 def layout(cfg: DictConfig, world: int) -> Layout:
-    return Layout(world=world, gpus_per_node=cfg.slurm.gpus_per_node or world, zero_stage=cfg.deepspeed.zero_stage,
+    return Layout(world=world, ranks_per_node=procs_per_node(cfg.slurm), zero_stage=cfg.deepspeed.zero_stage,
                   offload_param=cfg.deepspeed.offload_param, offload_optimizer=cfg.deepspeed.offload_optimizer,
                   gradient_checkpointing=cfg.model.gradient_checkpointing,
                   generative=cfg.task.kind == "generative", chunk_tokens=cfg.trainer.loss_chunk_tokens)
@@ -190,7 +189,7 @@ def table(rows: list[StageRow], limit: float, host: float, lay: Layout) -> str:
         lines.append(f"| {r.name} | {r.seq_len:,} | {r.sp} | {t['params']} | {t['grads']} | {t['optimizer']} | "
                      f"{t['activations']} | {t['attention']} | {t['logits']} | {t['reserve']} | {r.total / GB:.1f} | "
                      f"{'yes' if r.total <= limit else 'NO'} | {r.smallest_sp or 'none'} |")
-    lines.append(f"host memory for offload: {host / GB:.0f} GB per node ({min(lay.world, lay.gpus_per_node)} "
+    lines.append(f"host memory for offload: {host / GB:.0f} GB per node ({min(lay.world, lay.ranks_per_node)} "
                  f"ranks of {lay.world}; ZeRO-{lay.zero_stage}, offload params {lay.offload_param}, "
                  f"optimizer {lay.offload_optimizer}, gradient checkpointing {lay.gradient_checkpointing})")
     return "\n".join(lines)
@@ -223,8 +222,12 @@ def check_before_training(cfg: DictConfig, world: int, gpu_total_bytes: float) -
 @hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
 @reports_user_errors("train/plan.py")
 def main(cfg: DictConfig) -> None:
-    world = cfg.plan.world_size or cfg.slurm.nodes * max(cfg.slurm.gpus_per_node, 1)
-    print(make_plan(cfg, world)[1])
+    print(make_plan(cfg, planned_world_size(cfg))[1])
+
+
+def planned_world_size(cfg: DictConfig) -> int:
+    """`plan.world_size`, else the SLURM job's (what `slurm/submit.py` renders)."""
+    return cfg.plan.world_size or job_world_size(cfg.slurm)
 
 
 if __name__ == "__main__":

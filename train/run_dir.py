@@ -8,6 +8,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from data_builders.schema import read_jsonl, read_jsonl_to_append
 from train.distributed import DistInfo, broadcast_object
 
 LOG_FIELDS = ("stage", "step", "seq_len", "loss", "grad_norm", "lr", "tokens", "elapsed_s")
@@ -39,7 +40,7 @@ class TrainLog:
     def _truncate_after(self, step: int) -> None:
         if not self.path.exists():
             return
-        rows = [json.loads(x) for x in self.path.read_text(encoding="utf-8").splitlines() if x.strip()]
+        rows = read_jsonl_to_append(self.path)
         kept = [r for r in rows if r["step"] <= step]
         if kept:
             self.start -= kept[-1]["elapsed_s"]
@@ -58,5 +59,4 @@ class TrainLog:
 
 
 def read_train_log(run_dir: str | Path) -> list[dict]:
-    path = Path(run_dir) / "train_log.jsonl"
-    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    return read_jsonl(Path(run_dir) / "train_log.jsonl")

@@ -1,9 +1,6 @@
-"""The SP x DP layout of the ranks (one source of truth) and the sequence-parallel data path.
+"""The sequence-parallel data path (the layout of the ranks is `train.parallel_dims`).
 
-Ranks form SP groups of `sp_size` consecutive ranks; data parallelism runs
-across groups. `ParallelDims` validates a degree and does the rank arithmetic;
-`stage_sp_size` is the one reader of the configured degrees (a curriculum stage's
-own `sp_size`, else `parallel.sp_size`). Within a group every sequence (each document of a packed row)
+Within an SP group every sequence (each document of a packed row)
 is cut into 2 * sp_size equal chunks and rank r holds chunks r and
 2 * sp_size - 1 - r (the zigzag layout, which balances causal work). Labels
 are shifted on the global sequence before the split (see data_builders.collate),
@@ -11,56 +8,11 @@ so splitting never re-shifts.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
-from omegaconf import DictConfig
 
 from data_builders.collate import IGNORE_INDEX
 
 SP_MODES = ("zigzag", "zigzag_varlen")
-
-
-@dataclass(frozen=True)
-class ParallelDims:
-    world_size: int
-    sp_size: int
-    key: str = field(default="parallel.sp_size", compare=False)     # the config key, for errors
-
-    def __post_init__(self):
-        if self.sp_size < 1 or self.world_size % self.sp_size:
-            raise ValueError(f"{self.key}={self.sp_size} must be >= 1 and divide the number of "
-                             f"ranks {self.world_size} (world_size % sp_size == 0)")
-
-    @property
-    def dp_size(self) -> int:
-        return self.world_size // self.sp_size
-
-    def dp_rank(self, rank: int) -> int:
-        return rank // self.sp_size
-
-    def sp_rank(self, rank: int) -> int:
-        return rank % self.sp_size
-
-    def sp_groups(self) -> list[list[int]]:
-        return [list(range(g * self.sp_size, (g + 1) * self.sp_size)) for g in range(self.dp_size)]
-
-
-def stage_sp_size(cfg: DictConfig, stage: DictConfig | None) -> int:
-    """A stage's sequence-parallel degree: its own `sp_size`, else `parallel.sp_size`."""
-    return stage.sp_size if stage is not None and stage.sp_size is not None else cfg.parallel.sp_size
-
-
-def stage_dims(cfg: DictConfig, stage: DictConfig | None, world_size: int) -> ParallelDims:
-    """The validated layout of a stage (None: the run's default), its errors naming the key."""
-    own = stage is not None and stage.sp_size is not None
-    key = f"curriculum stage {stage.name!r} sp_size" if own else "parallel.sp_size"
-    return ParallelDims(world_size, stage_sp_size(cfg, stage), key)
-
-
-def sp_sizes(cfg: DictConfig) -> list[int]:
-    """Every SP degree the run uses, `parallel.sp_size` first (process groups are built for each)."""
-    return [cfg.parallel.sp_size] + [stage_sp_size(cfg, s) for s in cfg.curriculum.stages]
 
 
 def doc_lengths(position_ids: torch.Tensor) -> list[int]:

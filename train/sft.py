@@ -15,7 +15,7 @@ def main(cfg: DictConfig) -> None:
     from models.builders import resolve_model_path
     from train.data import check_run_config
     from train.distributed import init_distributed, teardown
-    from train.sequence_parallel import sp_sizes
+    from train.parallel_dims import sp_sizes
     from train.trainer import train
 
     # before any process group: a missing path fails at once, and the embedded model is written by
@@ -38,9 +38,10 @@ def check_memory_plan(cfg: DictConfig) -> None:
 
     if not torch.cuda.is_available():
         return
+    from train.parallel_dims import launched_world_size
     from train.plan import check_before_training
 
-    over = check_before_training(cfg, int(os.environ.get("WORLD_SIZE", "1")),
+    over = check_before_training(cfg, launched_world_size(),
                                  torch.cuda.get_device_properties(0).total_memory)
     if over and os.environ.get("RANK", "0") == "0":
         print(f"WARNING: the memory plan predicts a stage will not fit this GPU:\n{over}", flush=True)

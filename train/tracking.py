@@ -16,7 +16,7 @@ def model_short_name(cfg: DictConfig) -> str:
 def run_identity(cfg: DictConfig, run_dir, job_type: str) -> dict:
     """Deterministic W&B name, group and tags: experiment / model / run directory, grouped by
     experiment and model, tagged with each stage's SP degree and sequence length, and ZeRO."""
-    from train.sequence_parallel import stage_sp_size
+    from train.parallel_dims import stage_sp_size
 
     model = model_short_name(cfg)
     tags = [*cfg.logger.tags, "sp-" + "-".join(str(stage_sp_size(cfg, s)) for s in cfg.curriculum.stages),

@@ -19,9 +19,9 @@ from train.distributed import DistInfo, barrier, broadcast_object
 from train.engine import build_engine, export_hf, release_engine
 from train.final_eval import evaluate_export
 from train.loop import StageContext, run_stage
+from train.parallel_dims import stage_sp_size
 from train.preemption import mark_preempted, stop_requested
 from train.run_dir import TrainLog, agree_on_output_dir
-from train.sequence_parallel import stage_sp_size
 from train.tracking import Tracker
 
 

@@ -1,0 +1,71 @@
+"""The layout of a job's ranks: how many there are, and how they split into sequence-parallel
+groups and data-parallel replicas (pure arithmetic; the one home of both).
+
+`job_world_size` is the world size of a SLURM job as rendered (`slurm/render.py`) and planned
+(`train.plan`); a launched process reads its own from torchrun (`launched_world_size`). Ranks form
+SP groups of `sp_size` consecutive ranks; data parallelism runs across groups. `stage_sp_size` is the
+one reader of the configured degrees (a curriculum stage's own `sp_size`, else `parallel.sp_size`).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from omegaconf import DictConfig
+
+
+def procs_per_node(slurm: DictConfig) -> int:
+    """torchrun processes per node: one per GPU, or `slurm.procs_per_node` (default 1) in a CPU job."""
+    return slurm.gpus_per_node if slurm.gpus_per_node > 0 else (slurm.procs_per_node or 1)
+
+
+def job_world_size(slurm: DictConfig) -> int:
+    """The ranks of a SLURM job: nodes x processes per node."""
+    return slurm.nodes * procs_per_node(slurm)
+
+
+def launched_world_size() -> int:
+    """The ranks of this launch, as torchrun sets them (1 outside torchrun)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+@dataclass(frozen=True)
+class ParallelDims:
+    world_size: int
+    sp_size: int
+    key: str = field(default="parallel.sp_size", compare=False)     # the config key, for errors
+
+    def __post_init__(self):
+        if self.sp_size < 1 or self.world_size % self.sp_size:
+            raise ValueError(f"{self.key}={self.sp_size} must be >= 1 and divide the number of "
+                             f"ranks {self.world_size} (world_size % sp_size == 0)")
+
+    @property
+    def dp_size(self) -> int:
+        return self.world_size // self.sp_size
+
+    def dp_rank(self, rank: int) -> int:
+        return rank // self.sp_size
+
+    def sp_rank(self, rank: int) -> int:
+        return rank % self.sp_size
+
+    def sp_groups(self) -> list[list[int]]:
+        return [list(range(g * self.sp_size, (g + 1) * self.sp_size)) for g in range(self.dp_size)]
+
+
+def stage_sp_size(cfg: DictConfig, stage: DictConfig | None) -> int:
+    """A stage's sequence-parallel degree: its own `sp_size`, else `parallel.sp_size`."""
+    return stage.sp_size if stage is not None and stage.sp_size is not None else cfg.parallel.sp_size
+
+
+def stage_dims(cfg: DictConfig, stage: DictConfig | None, world_size: int) -> ParallelDims:
+    """The validated layout of a stage (None: the run's default), its errors naming the key."""
+    own = stage is not None and stage.sp_size is not None
+    key = f"curriculum stage {stage.name!r} sp_size" if own else "parallel.sp_size"
+    return ParallelDims(world_size, stage_sp_size(cfg, stage), key)
+
+
+def sp_sizes(cfg: DictConfig) -> list[int]:
+    """Every SP degree the run uses, `parallel.sp_size` first (process groups are built for each)."""
+    return [cfg.parallel.sp_size] + [stage_sp_size(cfg, s) for s in cfg.curriculum.stages]
