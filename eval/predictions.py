@@ -3,17 +3,18 @@ from __future__ import annotations
 
 from data_builders.schema import SENTENCE_TYPES
 from eval.parsers import AnahAnnotation, parse_anah_annotation, parse_binary_answer, parse_longnovel_verdict
+from eval.thresholds import DEFAULT, is_hallucinated
 
 
 def _from_probs(probs, threshold: float | None = None) -> int | None:
     """A class from probabilities: a binary score (or a 2-class list) against `threshold`
     (default 0.5), otherwise the most probable class."""
     if isinstance(probs, (int, float)):
-        return int(probs >= (0.5 if threshold is None else threshold))
+        return is_hallucinated(probs, DEFAULT if threshold is None else threshold)
     if not (isinstance(probs, list) and probs and all(isinstance(p, (int, float)) for p in probs)):
         return None
     if len(probs) == 2 and threshold is not None:
-        return int(probs[1] >= threshold)
+        return is_hallucinated(probs[1], threshold)
     return max(range(len(probs)), key=probs.__getitem__)
 
 

@@ -15,7 +15,7 @@ from transformers import AutoConfig
 
 from eval.predict import predict_records, select_eval_records
 from eval.predictions import binary_decision
-from eval.thresholds import threshold_on_validation
+from eval.thresholds import Threshold, is_hallucinated, resolve_threshold
 from models.annotator import load_annotator
 from models.builders import load_tokenizer, resolve_model_path
 
@@ -43,8 +43,9 @@ class AnnotatorPredictor:
     """The checkpoint (or base model) itself: generations, or head probabilities with a decision
     threshold. The one prediction path of `eval/run.py` and of the trainer's final evaluation.
 
-    A binary head's threshold is the one stored in the model's config (`decision_threshold`), else
-    the one chosen on the validation split (`threshold_source` says which); without either, 0.5.
+    A binary head's threshold follows `eval.thresholds.resolve_threshold`: the one stored in the
+    model's config (`decision_threshold`), else one chosen on the validation split, else 0.5;
+    `threshold_source` says which.
     """
 
     def __init__(self, cfg: DictConfig, path: str | None = None, shard: Shard = Shard(), progress: bool = True):
@@ -73,15 +74,11 @@ class AnnotatorPredictor:
             self._binary_threshold(splits)
 
     def _binary_threshold(self, splits: dict[str, list[dict]]) -> None:
-        stored = getattr(AutoConfig.from_pretrained(self.path), "decision_threshold", None)
-        if stored is not None:
-            self.threshold, self.threshold_source = stored, "stored in the model's config"
-            return
-        val = validation_records(self.cfg, splits)
-        if val:
-            self.threshold = threshold_on_validation(
-                val, lambda recs: [row["probs"][1] for row in self.rows(recs, progress=False)])
-            self.threshold_source = f"validation split, {len(val)} records"
+        value = getattr(AutoConfig.from_pretrained(self.path), "decision_threshold", None)
+        stored = Threshold(value, "stored in the model's config") if value is not None else None
+        chosen = resolve_threshold(None, stored, validation_records(self.cfg, splits),
+                                   lambda recs: [row["probs"][1] for row in self.rows(recs, progress=False)])
+        self.threshold, self.threshold_source = chosen.value, chosen.source
 
     def rows(self, records: list[dict], progress: bool | None = None, on_result: Write | None = None) -> list[dict]:
         """One row per record, in record order, on every process (each predicts its share)."""
@@ -194,20 +191,33 @@ class NliPredictor:
         n = self.cfg.eval.nli
         self.model = NLIModel(n.model, n.batch_size)
         saved = out / "threshold.json"
-        if n.threshold is not None:
-            self.threshold = float(n.threshold)
-        elif saved.exists():
-            self.threshold = json.loads(saved.read_text())["threshold"]
-        else:
-            val = validation_records(self.cfg, splits)
-            self.threshold = threshold_on_validation(val, lambda recs: [
-                self._score(r)["score"] for r in tqdm(recs, desc="nli threshold (val)", dynamic_ncols=True)])
-            saved.write_text(json.dumps({"threshold": self.threshold, "n_val": len(val), "method": n.method}))
+        chosen = resolve_threshold(n.threshold, self._cached_threshold(saved), validation_records(self.cfg, splits),
+                                   lambda recs: [self._score(r)["score"] for r in
+                                                 tqdm(recs, desc="nli threshold (val)", dynamic_ncols=True)],
+                                   default=None)    # NLI scores are not probabilities: no default
+        self.threshold = chosen.value
+        if chosen.source.startswith("validation"):
+            saved.write_text(json.dumps({"threshold": chosen.value, "source": chosen.source, **self._settings()}))
+
+    def _settings(self) -> dict:
+        n = self.cfg.eval.nli
+        return {"method": str(n.method), "score": str(n.score), "calibrate": n.calibrate, "model": n.model,
+                "block_chars": n.block_chars}
+
+    def _cached_threshold(self, saved: Path) -> Threshold | None:
+        """A threshold chosen by an earlier run in this output_dir, if it scored the same way."""
+        if not saved.exists():
+            return None
+        cached = json.loads(saved.read_text())
+        if {k: cached.get(k) for k in self._settings()} != self._settings():
+            print(f"{saved}: chosen for other eval.nli settings; choosing again on the validation split", flush=True)
+            return None
+        return Threshold(cached["threshold"], f"{saved.name} ({cached.get('source', 'validation split')})")
 
     def predict(self, records: list[dict], write: Write) -> None:
         for rec in tqdm(records, desc=f"nli {self.cfg.eval.nli.method}", dynamic_ncols=True):
             s = self._score(rec)
-            write({"id": rec["id"], "label": int(s["score"] >= self.threshold), "score": s["score"],
+            write({"id": rec["id"], "label": is_hallucinated(s["score"], self.threshold), "score": s["score"],
                    "threshold": self.threshold, "per_segment": s["per_segment"]})
 
 

@@ -1,30 +1,56 @@
-"""Decision thresholds for binary heads, chosen on a validation split (never the test split)."""
+"""Decision thresholds of binary scores: the decision (`is_hallucinated`) and the one rule every
+predictor uses to pick its threshold (`resolve_threshold`), chosen on a validation split, never on
+the test split."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from eval.metrics import binary_scores
 
+DEFAULT = 0.5
+
+
+@dataclass(frozen=True)
+class Threshold:
+    value: float
+    source: str            # where it came from, for reports and the export
+
+
+def is_hallucinated(score: float, threshold: float = DEFAULT) -> int:
+    """The decision: 1 when the score (higher = more likely hallucinated) reaches the threshold."""
+    return int(score >= threshold)
+
 
 def choose_threshold(gold: list[int], p_hallucinated: list[float]) -> float:
-    """The threshold t (predict hallucinated when p >= t) with the best balanced accuracy;
-    ties go to the one closest to 0.5. Candidates lie midway between sorted distinct scores."""
+    """The threshold t with the best balanced accuracy; ties go to the one closest to 0.5.
+    Candidates lie midway between sorted distinct scores."""
     if not gold or len(set(gold)) < 2:
         raise ValueError(f"choosing a threshold needs both classes in the validation split, found {set(gold)}")
     scores = sorted(set(p_hallucinated))
-    candidates = [0.5] + [(a + b) / 2 for a, b in zip(scores, scores[1:])] + [scores[0], scores[-1] + 1e-9]
+    candidates = [DEFAULT] + [(a + b) / 2 for a, b in zip(scores, scores[1:])] + [scores[0], scores[-1] + 1e-9]
 
     def quality(t: float) -> tuple[float, float]:
-        acc = binary_scores(gold, [int(p >= t) for p in p_hallucinated])["acc"]
-        return acc, -abs(t - 0.5)
+        acc = binary_scores(gold, [is_hallucinated(p, t) for p in p_hallucinated])["acc"]
+        return acc, -abs(t - DEFAULT)
 
     return max(candidates, key=quality)
 
 
-def threshold_on_validation(val_records: list[dict], scores_of: Callable[[list[dict]], list[float]]) -> float:
-    """The one way every predictor chooses its threshold: score the validation records (higher =
-    more likely hallucinated) and take `choose_threshold` of their gold labels."""
-    if not val_records:
-        raise ValueError("choosing a decision threshold needs a validation split, and there is none "
-                         "(add val.jsonl to data.root, or set data.corpus.val_books)")
-    return choose_threshold([r["label"] for r in val_records], scores_of(val_records))
+def resolve_threshold(configured: float | None, stored: Threshold | None, val_records: list[dict],
+                      scores_of: Callable[[list[dict]], list[float]], default: float | None = DEFAULT,
+                      ) -> Threshold:
+    """The one precedence: a configured value, else a stored one (the export's, or a cache that
+    matches the method), else one chosen on the validation records, else `default` (scores that
+    are probabilities), else an error (scores on another scale need a validation split)."""
+    if configured is not None:
+        return Threshold(float(configured), "configured")
+    if stored is not None:
+        return stored
+    if val_records:
+        value = choose_threshold([r["label"] for r in val_records], scores_of(val_records))
+        return Threshold(value, f"validation split, {len(val_records)} records")
+    if default is not None:
+        return Threshold(default, "default (no validation split, none stored)")
+    raise ValueError("choosing a decision threshold needs a validation split, and there is none "
+                     "(add val.jsonl to data.root, or set data.corpus.val_books)")

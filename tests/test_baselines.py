@@ -109,7 +109,7 @@ def test_nli_baseline_thresholds_on_validation_and_scores(tiny_nli, tmp_path):
     proc = _run(["eval.method=nli", f"eval.nli.model={tiny_nli}", "eval.nli.block_chars=400"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     saved = json.loads((tmp_path / "threshold.json").read_text())
-    assert saved["n_val"] == 2 and saved["method"] == "halumap"
+    assert saved["source"] == "validation split, 2 records" and saved["method"] == "halumap"
     rows = [json.loads(x) for x in (tmp_path / "predictions.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(r["threshold"] == saved["threshold"] for r in rows)
     assert all(r["label"] == int(r["score"] >= r["threshold"]) for r in rows)
