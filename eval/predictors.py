@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 from transformers import AutoConfig
 
+from data_builders.collate import prompt_ids
 from eval.predict import predict_records, select_eval_records
 from eval.predictions import binary_decision
 from eval.thresholds import Threshold, is_hallucinated, resolve_threshold
@@ -82,15 +83,18 @@ class AnnotatorPredictor:
 
     def rows(self, records: list[dict], progress: bool | None = None, on_result: Write | None = None) -> list[dict]:
         """One row per record, in record order, on every process (each predicts its share)."""
-        c = self.cfg
-        if c.eval.backend == "vllm" and c.task.kind == "generative":
-            return self._vllm_rows(records, on_result)
-        if c.task.evidence_sentences:
+        if self.cfg.task.evidence_sentences:
             return self._sentence_rows(records, progress, on_result)
         return self._predicted(records, progress, lambda row: self._stamp(row, on_result))
 
+    @property
+    def _vllm(self) -> bool:
+        return self.cfg.eval.backend == "vllm" and self.cfg.task.kind == "generative"
+
     def _predicted(self, records: list[dict], progress: bool | None, on_result: Write | None = None) -> list[dict]:
         c, s = self.cfg, self.shard
+        if self._vllm:
+            return self._vllm_rows(records, on_result)
         mine = predict_records(self.model, self.tokenizer, records[s.rank::s.world_size], c.task.kind,
                                c.task.template, c.eval.max_new_tokens,
                                progress=self.progress if progress is None else progress, on_result=on_result,
@@ -120,13 +124,12 @@ class AnnotatorPredictor:
         return rows
 
     def _vllm_rows(self, records: list[dict], on_result: Write | None) -> list[dict]:
-        from data_builders.prompts import render_messages
+        """vLLM decodes every record in this process, from the token ids the HF path and training use."""
         from eval.vllm_backend import vllm_generate
 
         c = self.cfg
-        texts = [self.tokenizer.apply_chat_template(render_messages(r, c.task.template), tokenize=False,
-                                                    add_generation_prompt=True) for r in records]
-        outputs = vllm_generate(self.path, texts, c.eval.max_new_tokens, c.eval.vllm.yarn,
+        prompts = [prompt_ids(r, self.tokenizer, c.task.template) for r in records]
+        outputs = vllm_generate(self.path, prompts, c.eval.max_new_tokens, c.eval.vllm.yarn,
                                 c.eval.vllm.tensor_parallel_size, c.eval.vllm.max_model_len)
         rows = [{"id": r["id"], "output": o} for r, o in zip(records, outputs)]
         for row in rows:

@@ -27,13 +27,14 @@ def yarn_rope_scaling(model_dir: str, mode: str = "auto") -> dict | None:
     return {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": int(original)}
 
 
-def vllm_generate(model_dir: str, prompts: list[str], max_new_tokens: int, yarn: str = "auto",
+def vllm_generate(model_dir: str, prompts: list[list[int]], max_new_tokens: int, yarn: str = "auto",
                   tensor_parallel_size: int = 1, max_model_len: int | None = None) -> list[str]:
-    """Greedy completions of chat-formatted prompt texts."""
+    """Greedy completions of prompts given as token ids (`data_builders.collate.prompt_ids`, as
+    training renders them)."""
     from vllm import LLM, SamplingParams
 
     scaling = yarn_rope_scaling(model_dir, yarn)
     llm = LLM(model=model_dir, tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len,
               hf_overrides={"rope_scaling": scaling} if scaling else None)
-    outs = llm.generate(prompts, SamplingParams(temperature=0.0, max_tokens=max_new_tokens))
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], SamplingParams(temperature=0.0, max_tokens=max_new_tokens))
     return [o.outputs[0].text for o in outs]

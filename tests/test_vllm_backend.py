@@ -36,5 +36,34 @@ def test_vllm_greedy_matches_hf_on_the_tiny_model(tokenizer):
 
     path = resolve_model_path("embedded:qwen3-tiny")
     texts = ["<|im_start|>user\n你好<|im_end|>\n<|im_start|>assistant\n"]
-    ours = greedy_batch(load_causal_lm(path).cuda(), tokenizer, [tokenizer(texts[0])["input_ids"]], 8)
-    assert vllm_generate(path, texts, 8, yarn="none") == ours
+    prompts = [tokenizer(texts[0])["input_ids"]]
+    ours = greedy_batch(load_causal_lm(path).cuda(), tokenizer, prompts, 8)
+    assert vllm_generate(path, prompts, 8, yarn="none") == ours
+
+
+def test_vllm_gets_the_prompts_of_the_hf_path_sentence_by_sentence(monkeypatch, tokenizer):
+    """eval.backend=vllm decodes the token ids training renders, one prompt per response sentence
+    under task.evidence_sentences (it used to skip the sentence-level formulation). vLLM itself
+    needs a GPU; here its function records what it is handed."""
+    from hydra import compose, initialize_config_dir
+
+    import eval.vllm_backend
+    import train.config  # noqa: F401
+    from data_builders.collate import prompt_ids
+    from data_builders.evidence import evidence_records
+    from eval.predictors import AnnotatorPredictor
+    from tests.conftest import REPO
+
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
+        cfg = compose("sft", overrides=["+exp=longnovel_curriculum_demo", "eval.backend=vllm"])
+    record = {"id": "r1", "task": "summarization", "language": "zh", "label": 0,
+              "source": "林远走进书房。他拿起那本旧书。窗外下着雨。", "response": "林远走进书房。他拿起书。"}
+    handed = []
+    monkeypatch.setattr(eval.vllm_backend, "vllm_generate",
+                        lambda path, prompts, *a: handed.extend(prompts) or ['{"verdict": "无幻觉"}'] * len(prompts))
+    predictor = AnnotatorPredictor(cfg, path="unused")
+    predictor.tokenizer = tokenizer
+    rows = predictor.rows([record])
+    sentences = evidence_records(record, cfg.task.evidence_sentences, labelled=False)
+    assert len(sentences) == 2 and len(rows) == 1 and rows[0]["id"] == "r1"
+    assert handed == [prompt_ids(e, tokenizer, cfg.task.template) for e in sentences]

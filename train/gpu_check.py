@@ -250,8 +250,9 @@ def check_vllm() -> dict:
     texts = ["<|im_start|>user\n你好<|im_end|>\n<|im_start|>assistant\n",
              "<|im_start|>user\n摘要是否忠实于原文？<|im_end|>\n<|im_start|>assistant\n"]
     model = load_causal_lm(path).cuda()
-    ours = [greedy_batch(model, tok, [tok(t)["input_ids"]], 16)[0] for t in texts]   # prompts of unequal length
-    theirs = vllm_generate(path, texts, 16, yarn="none")
+    prompts = [tok(t)["input_ids"] for t in texts]
+    ours = [greedy_batch(model, tok, [p], 16)[0] for p in prompts]   # prompts of unequal length
+    theirs = vllm_generate(path, prompts, 16, yarn="none")
     return {"prompts": len(texts), "ok": ours == theirs}
 
 
