@@ -36,5 +36,6 @@ def vllm_generate(model_dir: str, prompts: list[list[int]], max_new_tokens: int,
     scaling = yarn_rope_scaling(model_dir, yarn)
     llm = LLM(model=model_dir, tensor_parallel_size=tensor_parallel_size, max_model_len=max_model_len,
               hf_overrides={"rope_scaling": scaling} if scaling else None)
-    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], SamplingParams(temperature=0.0, max_tokens=max_new_tokens))
+    params = SamplingParams(temperature=0.0, max_tokens=max_new_tokens)
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params)
     return [o.outputs[0].text for o in outs]
