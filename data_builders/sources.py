@@ -5,10 +5,13 @@ Functions take the composed config (`data`, `task`, `curriculum`, `eval` keys) a
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig
 
+from data_builders.choices import DataSource
 from data_builders.collate import encode_sample
 from data_builders.sample_cache import encoded_samples
 from data_builders.schema import read_records
@@ -51,40 +54,88 @@ def length_template(template: str) -> str:
     return "prompt_e" if template == SENTENCE_CHECK else template
 
 
-def build_records(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], str]:
-    """Records per split, and a short text report of what was built."""
-    template = length_template(cfg.task.template)
-    if cfg.data.source == "mixture":
-        from data_builders.mixture import mix_records
+def _embedded(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], str]:
+    from data_builders.longnovel import BuildReport, build_longnovel
+    from data_builders.novel_corpus import generate_corpus
 
-        return mix_records(cfg.data.mixture, cfg.trainer.seed)
-    if cfg.data.source == "anah_embedded":
-        from data_builders.anah_sample import build_anah_sample
-        from data_builders.novel_corpus import generate_corpus
+    c = cfg.data.corpus
+    units = generate_corpus(c.n_books, c.units_per_book, (c.unit_chars_min, c.unit_chars_max), c.seed)
+    budgets = {b: cfg.data.bucket_budgets[b] for b in needed_buckets(cfg)}
+    report = BuildReport()
+    out = build_longnovel(units, tokenizer, budgets, c.test_books, length_template(cfg.task.template),
+                          cfg.data.min_fill, report, val_books=c.val_books)
+    return out, report.table() + f"\nunits left unused at book ends: {report.unfilled_tail_units}"
 
-        c = cfg.data.corpus
-        units = generate_corpus(c.n_books, c.units_per_book, (c.unit_chars_min, c.unit_chars_max), c.seed)
-        out = build_anah_sample(units, c.test_books, c.seed)
-        return out, ", ".join(f"{len(v)} {k}" for k, v in out.items()) + " ANAH-style sentence records"
-    if cfg.data.source == "embedded":
-        from data_builders.longnovel import BuildReport, build_longnovel
-        from data_builders.novel_corpus import generate_corpus
 
-        c = cfg.data.corpus
-        units = generate_corpus(c.n_books, c.units_per_book, (c.unit_chars_min, c.unit_chars_max), c.seed)
-        budgets = {b: cfg.data.bucket_budgets[b] for b in needed_buckets(cfg)}
-        report = BuildReport()
-        out = build_longnovel(units, tokenizer, budgets, c.test_books, template, cfg.data.min_fill, report,
-                              val_books=c.val_books)
-        return out, report.table() + f"\nunits left unused at book ends: {report.unfilled_tail_units}"
+def _anah_embedded(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], str]:
+    from data_builders.anah_sample import build_anah_sample
+    from data_builders.novel_corpus import generate_corpus
+
+    c = cfg.data.corpus
+    units = generate_corpus(c.n_books, c.units_per_book, (c.unit_chars_min, c.unit_chars_max), c.seed)
+    out = build_anah_sample(units, c.test_books, c.seed)
+    return out, _counts(out) + " ANAH-style sentence records"
+
+
+def _records(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], str]:
+    out = read_splits(Path(cfg.data.root))
+    return out, _counts(out) + f" records read from {cfg.data.root}"
+
+
+def _released(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], str]:
     from data_builders.longnovel_released import import_released
 
-    root = Path(cfg.data.root)
+    root, template = Path(cfg.data.root), length_template(cfg.task.template)
     count = lambda records: rendered_lengths(records, tokenizer, template, cfg.data.num_proc)  # noqa: E731
     out = {s: import_released(_released_file(root, s), count) for s in ("train", "test")}
     if any((root / f"val{suffix}").exists() for suffix in (".jsonl", ".json")):
         out["val"] = import_released(_released_file(root, "val"), count)
-    return out, ", ".join(f"{len(v)} {k}" for k, v in out.items()) + f" records imported from {root}"
+    return out, _counts(out) + f" records imported from {root}"
+
+
+def _mixture(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], str]:
+    from data_builders.mixture import mix_records
+
+    return mix_records(cfg.data.mixture, cfg.trainer.seed)
+
+
+def _counts(splits: dict[str, list[dict]]) -> str:
+    return ", ".join(f"{len(v)} {k}" for k, v in splits.items())
+
+
+@dataclass(frozen=True)
+class Source:
+    """One value of `data.source`: how its records are made, and what it needs."""
+    build: Callable[[DictConfig, object], tuple[dict[str, list[dict]], str]]
+    needs_root: bool = False          # data.root: a directory of its files
+    read_in_place: bool = False       # records files used as they are (not copied into the run directory)
+
+
+SOURCES: dict[str, Source] = {
+    DataSource.embedded: Source(_embedded),
+    DataSource.anah_embedded: Source(_anah_embedded),
+    DataSource.records: Source(_records, needs_root=True, read_in_place=True),
+    DataSource.longnovel_released: Source(_released, needs_root=True),
+    DataSource.mixture: Source(_mixture),
+}
+
+
+def check_data_config(cfg: DictConfig) -> None:
+    """What `data.source` needs, checked before anything is loaded (every command that reads data)."""
+    source = SOURCES[cfg.data.source]
+    if source.needs_root and (not cfg.data.root or not Path(cfg.data.root).is_dir()):
+        raise DataError(f"data.source={cfg.data.source} needs data.root=<a directory>, found {cfg.data.root!r}")
+    if cfg.data.source == DataSource.mixture:
+        if not cfg.data.mixture:
+            raise DataError("data.source=mixture needs data.mixture: a list of {name, root, weight}")
+        for i, src in enumerate(cfg.data.mixture):
+            if not Path(src.root).is_dir():
+                raise DataError(f"data.mixture[{i}] ({src.name}): root {src.root!r} is not a directory")
+
+
+def build_records(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], str]:
+    """Records per split, and a short text report of what was built."""
+    return SOURCES[cfg.data.source].build(cfg, tokenizer)
 
 
 def rendered_lengths(records: list[dict], tokenizer, template: str, num_proc: int = 1) -> list[int]:

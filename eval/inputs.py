@@ -6,7 +6,6 @@ from pathlib import Path
 from data_builders.schema import RecordError, iter_jsonl, validate_record
 
 PREDICTION_FIELDS = ("output", "label", "probs")
-GOLD_FIELDS = {"longnovel": ("label",), "binary": ("label",), "anah": ("type",)}
 
 
 def _existing(path: str | Path, key: str) -> Path:
@@ -16,15 +15,13 @@ def _existing(path: str | Path, key: str) -> Path:
     return p
 
 
-def read_gold(path: str | Path, task: str) -> list[dict]:
-    """Validated gold records with the fields `task` needs; duplicate ids are an error."""
-    if task not in GOLD_FIELDS:
-        raise ValueError(f"task: expected one of {sorted(GOLD_FIELDS)}, found {task!r}")
+def read_gold(path: str | Path, task: str, fields: tuple[str, ...]) -> list[dict]:
+    """Validated gold records with the `fields` that scorer `task` needs; duplicate ids are an error."""
     path = _existing(path, "gold")
     records, seen = [], {}
     for line, rec in iter_jsonl(path):
         validate_record(rec, str(path), line)
-        for name in GOLD_FIELDS[task]:
+        for name in fields:
             if rec.get(name) is None:
                 raise RecordError(f"task={task} needs this field in every gold record", str(path), line, name)
         if rec["id"] in seen:

@@ -95,11 +95,12 @@ def hallucination_score(matrix: np.ndarray, method: str, score: str = "contradic
     """summac_zs: -mean_n max_m (ent - con); halumap: max_n max_m con, or -mean_n max_m ent."""
     if method == "summac_zs":
         return -pool(matrix[..., ENT] - matrix[..., CON], "max", "mean")
-    if method == "halumap":
-        if score == "contradiction":
-            return pool(matrix[..., CON], "max", "max")
+    if method == "halumap" and score == "contradiction":
+        return pool(matrix[..., CON], "max", "max")
+    if method == "halumap" and score == "entailment":
         return -pool(matrix[..., ENT], "max", "mean")
-    raise ValueError(f"eval.nli.method: expected one of {list(METHODS)}, found {method!r}")
+    raise ValueError(f"eval.nli.method / eval.nli.score: expected one of {list(METHODS)} / contradiction | "
+                     f"entailment, found {method!r} / {score!r}")
 
 
 def score_record(model: NLIModel, record: dict, cfg) -> dict:

@@ -7,7 +7,8 @@ from tqdm import tqdm
 
 from data_builders.collate import prompt_ids
 from data_builders.sources import in_bucket
-from eval.generate import greedy_batch, head_probs_batch, length_batches
+from models.generate import length_batches
+from models.kinds import kind_of
 
 
 def _capped(pool: list[dict], cap: int) -> list[dict]:
@@ -31,18 +32,15 @@ def predict_records(model, tokenizer, records: list[dict], kind: str, template: 
                     batch_size: int = 1, batch_tokens: int | None = None) -> list[dict]:
     """One prediction row per record ({'id', 'output'} or {'id', 'probs'}), in record order.
 
-    Prompts are batched by length (greedy decoding: equal lengths only, see `eval.generate`);
+    Prompts are batched by length (greedy decoding: equal lengths only, see `models.generate`);
     `on_result` sees each row as soon as its batch is done (to write predictions as they come).
     """
+    spec = kind_of(kind)
     prompts = [prompt_ids(rec, tokenizer, template) for rec in records]
     rows: dict[int, dict] = {}
     with tqdm(total=len(records), desc="predict", disable=not progress, dynamic_ncols=True) as bar:
-        for batch in length_batches(prompts, batch_size, kind == "generative", batch_tokens):
-            chunk = [prompts[i] for i in batch]
-            if kind == "discriminative":
-                results = [{"probs": p} for p in head_probs_batch(model, chunk)]
-            else:
-                results = [{"output": o} for o in greedy_batch(model, tokenizer, chunk, max_new_tokens)]
+        for batch in length_batches(prompts, batch_size, spec.generates, batch_tokens):
+            results = spec.predict(model, tokenizer, [prompts[i] for i in batch], max_new_tokens)
             for i, res in zip(batch, results):
                 rows[i] = {"id": records[i]["id"], **res}
                 if on_result is not None:

@@ -19,6 +19,7 @@ from eval.predictions import binary_decision
 from eval.thresholds import Threshold, is_hallucinated, resolve_threshold
 from models.annotator import load_annotator
 from models.builders import load_tokenizer, resolve_model_path
+from models.kinds import kind_of
 
 Write = Callable[[dict], None]
 
@@ -64,14 +65,12 @@ class AnnotatorPredictor:
 
     def prepare(self, splits: dict[str, list[dict]], out: Path | None = None) -> None:
         c = self.cfg
-        if c.eval.backend not in ("hf", "vllm"):
-            raise ValueError(f"eval.backend: expected hf | vllm, found {c.eval.backend!r}")
-        if c.eval.backend == "vllm" and c.task.kind == "generative":
+        if self._vllm:
             return                # vLLM loads the model itself
         device = "cuda" if torch.cuda.is_available() else "cpu"
         self.model = load_annotator(self.path, c.task.kind, c.task.head, c.model.dtype,
                                     c.model.attn_implementation).to(device)
-        if c.task.kind == "discriminative" and c.task.head == "binary":
+        if not kind_of(c.task).generates and c.task.head == "binary":
             self._binary_threshold(splits)
 
     def _binary_threshold(self, splits: dict[str, list[dict]]) -> None:
@@ -89,7 +88,7 @@ class AnnotatorPredictor:
 
     @property
     def _vllm(self) -> bool:
-        return self.cfg.eval.backend == "vllm" and self.cfg.task.kind == "generative"
+        return self.cfg.eval.backend == "vllm" and kind_of(self.cfg.task).generates
 
     def _predicted(self, records: list[dict], progress: bool | None, on_result: Write | None = None) -> list[dict]:
         c, s = self.cfg, self.shard
@@ -171,13 +170,9 @@ class NliPredictor:
     """SummaC zero-shot or HaluMap scores, thresholded at a value chosen on the validation split."""
 
     def __init__(self, cfg: DictConfig):
-        from eval.nli import METHODS
-
-        self.cfg, n = cfg, cfg.eval.nli
-        if not n.model:
+        self.cfg = cfg
+        if not cfg.eval.nli.model:
             raise ValueError("eval.method=nli needs eval.nli.model=<a local Hugging Face NLI model directory>")
-        if n.method not in METHODS:
-            raise ValueError(f"eval.nli.method: expected one of {list(METHODS)}, found {n.method!r}")
 
     @cached_property
     def tokenizer(self):      # only for building the embedded records (token counts per bucket)

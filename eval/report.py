@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from data_builders.schema import LENGTH_BUCKETS, SENTENCE_TYPES, read_jsonl, write_jsonl
+from data_builders.schema import LENGTH_BUCKETS, read_jsonl, write_jsonl
 from eval import plots
 
 
@@ -70,36 +70,38 @@ def _type_recall(rows: list[dict], htype: str, bucket: str) -> float | None:
     return sum(hits) / len(hits) if hits else None
 
 
-def _plots(task: str, m: dict, rows: list[dict], out: Path) -> list[str]:
+def longnovel_plots(m: dict, rows: list[dict], out: Path) -> list[str]:
+    """Accuracy per bucket, and recall per hallucination type and bucket."""
     made = []
-    if task == "longnovel" and m["by_bucket"]:
+    if m["by_bucket"]:
         plots.bucket_bars(m["by_bucket"], out / "buckets.png")
         made.append("buckets.png")
-    if task == "longnovel" and m["by_type"]:
+    if m["by_type"]:
         buckets = [b for b in LENGTH_BUCKETS if any(r["length_bucket"] == b for r in rows)]
         table = {t: {**{b: _type_recall(rows, t, b) for b in buckets}, "all": v["recall"]}
                  for t, v in m["by_type"].items()}
         plots.recall_heatmap(table, out / "type_recall.png", "Recall per hallucination type")
         made.append("type_recall.png")
-    labels = list(SENTENCE_TYPES) if task == "anah" else [0, 1]
-    plots.confusion([r["gold"] for r in rows], [r["pred"] for r in rows], labels, out / "confusion.png",
-                    "Confusion matrix" + (" (1 = hallucinated)" if task != "anah" else ""))
-    return made + ["confusion.png"]
+    return made
 
 
-MARKDOWN = {"longnovel": longnovel_markdown, "binary": binary_markdown, "anah": anah_markdown}
-TITLES = {"longnovel": "LongNovel detection", "binary": "Binary hallucination detection",
-          "anah": "ANAH sentence annotation"}
+def no_plots(m: dict, rows: list[dict], out: Path) -> list[str]:
+    return []
 
 
-def write_eval(out_dir: Path, task: str, metrics: dict, rows: list[dict], plot: bool = True) -> None:
+def write_eval(out_dir: Path, scorer, metrics: dict, rows: list[dict], plot: bool = True) -> None:
+    """metrics.json, predictions.parsed.jsonl and report.md (with PNG plots) of a scored run;
+    `scorer` is its `eval.scoring.Scorer`."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False), encoding="utf-8")
     write_jsonl(out_dir / "predictions.parsed.jsonl", rows)
-    lines = [f"# {TITLES[task]}", "", *MARKDOWN[task](metrics), *_missing(metrics)]
+    lines = [f"# {scorer.title}", "", *scorer.markdown(metrics), *_missing(metrics)]
     if plot:
-        lines += ["", *[f"![{p}]({p})" for p in _plots(task, metrics, rows, out_dir)]]
+        made = scorer.plots(metrics, rows, out_dir)
+        plots.confusion([r["gold"] for r in rows], [r["pred"] for r in rows], list(scorer.labels),
+                        out_dir / "confusion.png", "Confusion matrix" + scorer.labels_note)
+        lines += ["", *[f"![{p}]({p})" for p in [*made, "confusion.png"]]]
     (out_dir / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

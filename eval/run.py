@@ -9,7 +9,7 @@ output_dir continues where it stopped. Scores go to DIR/scores/.
 import hydra
 from omegaconf import DictConfig
 
-import train.config  # noqa: F401  (registers the structured schemas; this entry point also uses train.tracking)
+import configs.schema  # noqa: F401  (registers the structured schemas; this entry point also uses eval.tracking)
 from data_builders.user_errors import reports_user_errors
 
 
@@ -18,10 +18,10 @@ from data_builders.user_errors import reports_user_errors
 def main(cfg: DictConfig) -> None:
     from pathlib import Path
 
+    from configs.schema import to_container
     from eval.report import read_rows
     from eval.runner import run_eval
-    from train.config import to_container
-    from train.tracking import Tracker
+    from eval.tracking import Tracker
 
     metrics = run_eval(cfg)
     tracker = Tracker(cfg, to_container(cfg), cfg.output_dir, enabled=True, job_type="eval")

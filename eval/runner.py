@@ -14,17 +14,11 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from data_builders.schema import read_jsonl_to_append, write_jsonl
-from data_builders.sources import build_records, read_splits
+from data_builders.sources import build_records, check_data_config
 from eval.predict import select_eval_records
 from eval.predictors import PREDICTORS
 from eval.report import report_text
 from eval.scoring import score_files
-
-
-def _splits(cfg: DictConfig, tokenizer) -> dict[str, list[dict]]:
-    if cfg.data.source == "records":
-        return read_splits(Path(cfg.data.root))
-    return build_records(cfg, tokenizer)[0]
 
 
 def _done(path: Path) -> set[str]:
@@ -33,10 +27,9 @@ def _done(path: Path) -> set[str]:
 
 
 def run_eval(cfg: DictConfig) -> dict:
-    if cfg.eval.method not in PREDICTORS:
-        raise ValueError(f"eval.method: expected one of {sorted(PREDICTORS)}, found {cfg.eval.method!r}")
+    check_data_config(cfg)
     predictor = PREDICTORS[cfg.eval.method](cfg)
-    splits = _splits(cfg, predictor.tokenizer)
+    splits = build_records(cfg, predictor.tokenizer)[0]
     records = select_eval_records(splits["test"], list(cfg.eval.buckets), cfg.eval.max_per_bucket)
     if not records:
         raise ValueError(f"eval.buckets={list(cfg.eval.buckets)}: no test records in these buckets")

@@ -5,7 +5,7 @@
 import hydra
 from omegaconf import DictConfig
 
-import eval.config  # noqa: F401  (registers the schema)
+import configs.schema  # noqa: F401  (registers the schema)
 from data_builders.user_errors import reports_user_errors
 
 

@@ -1,30 +1,62 @@
-"""Score predictions against gold records: one dispatch for every task, used by `eval/score.py`,
-`eval/run.py` and the trainer's final evaluation."""
+"""The scorers, one record each, registered once: how predictions are scored against gold records
+and how the scores are shown (report, plots, W&B tables). `eval/score.py`, `eval/run.py` and the
+trainer's final evaluation all score through `score_records` / `score_files`."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+from data_builders.choices import Scorer as ScorerName
+from data_builders.schema import SENTENCE_TYPES
 from eval.anah import score_anah
 from eval.binary import score_binary
 from eval.inputs import read_gold, read_predictions
 from eval.longnovel import score_longnovel
-from eval.report import write_eval
+from eval.report import anah_markdown, binary_markdown, longnovel_markdown, longnovel_plots, no_plots, write_eval
+from eval.tables import anah_tables, longnovel_tables, no_tables
 
-SCORERS = {"longnovel": score_longnovel, "anah": score_anah, "binary": score_binary}
+
+@dataclass(frozen=True)
+class Scorer:
+    name: str
+    title: str                       # the report's heading
+    gold_fields: tuple[str, ...]     # what every gold record must carry
+    score: Callable                  # (gold, predictions by id, bertscore) -> (metrics, per-record rows)
+    markdown: Callable               # metrics -> report lines
+    plots: Callable                  # (metrics, rows, out_dir) -> PNG names beyond the confusion matrix
+    tables: Callable                 # metrics -> W&B tables beyond the predictions
+    labels: tuple                    # the confusion matrix's classes
+    labels_note: str = ""
+
+
+SCORERS: dict[str, Scorer] = {
+    ScorerName.longnovel: Scorer("longnovel", "LongNovel detection", ("label",), score_longnovel, longnovel_markdown,
+                                 longnovel_plots, longnovel_tables, (0, 1), " (1 = hallucinated)"),
+    ScorerName.binary: Scorer("binary", "Binary hallucination detection", ("label",), score_binary, binary_markdown,
+                              no_plots, no_tables, (0, 1), " (1 = hallucinated)"),
+    ScorerName.anah: Scorer("anah", "ANAH sentence annotation", ("type",), score_anah, anah_markdown, no_plots,
+                            anah_tables, tuple(SENTENCE_TYPES)),
+}
+
+
+def scorer(name: str) -> Scorer:
+    if name not in SCORERS:
+        raise ValueError(f"task: expected one of {sorted(SCORERS)}, found {name!r}")
+    return SCORERS[name]
 
 
 def score_records(task: str, gold: list[dict], preds: dict[str, dict], bertscore=None) -> tuple[dict, list[dict]]:
-    """Metrics and per-record rows. `bertscore` (eval.config.BertScoreConfig) adds `bertscore_f1`
+    """Metrics and per-record rows. `bertscore` (configs.schema.BertScoreConfig) adds `bertscore_f1`
     to ANAH scores; the other tasks ignore it."""
-    if task not in SCORERS:
-        raise ValueError(f"task: expected one of {sorted(SCORERS)}, found {task!r}")
-    return SCORERS[task](gold, preds, bertscore)
+    return scorer(task).score(gold, preds, bertscore)
 
 
 def score_files(task: str, gold_path: str, predictions_path: str, output_dir: str | Path,
                 plots: bool = True, bertscore=None) -> dict:
-    gold = read_gold(gold_path, task)
+    s = scorer(task)
+    gold = read_gold(gold_path, s.name, s.gold_fields)
     preds = read_predictions(predictions_path, {r["id"] for r in gold})
-    metrics, rows = score_records(task, gold, preds, bertscore)
-    write_eval(Path(output_dir), task, metrics, rows, plot=plots)
+    metrics, rows = s.score(gold, preds, bertscore)
+    write_eval(Path(output_dir), s, metrics, rows, plot=plots)
     return metrics

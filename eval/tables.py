@@ -21,18 +21,28 @@ def _rows(groups: dict, keys: tuple[str, ...]) -> list[list]:
     return [[name, *(stats.get(k) for k in keys)] for name, stats in groups.items()]
 
 
-def tables(task: str, metrics: dict, rows: list[dict]) -> dict[str, Table]:
-    """Per-bucket Acc/MCC and per-type / per-position recall (longnovel), per-language scores
-    (anah), and the predictions with gold, parsed decision and raw output."""
-    out: dict[str, Table] = {}
-    if task == "longnovel":
-        keys = ("n", "hallu_acc", "nonhallu_acc", "acc", "mcc", "parse_failures")
-        out["buckets"] = (["bucket", *keys], _rows({**metrics["by_bucket"], "overall": metrics["overall"]}, keys))
-        out["type_recall"] = (["type", "n", "recall"], _rows(metrics.get("by_type") or {}, ("n", "recall")))
-        out["position_recall"] = (["position", "n", "recall"], _rows(metrics.get("by_position") or {}, ("n", "recall")))
-    elif task == "anah":
-        keys = ("n", "acc", "f1_weighted", "rougeL", "pre4", "parse_failures")
-        out["languages"] = (["language", *keys], _rows({**metrics["by_language"], "all": metrics}, keys))
+def longnovel_tables(metrics: dict) -> dict[str, Table]:
+    """Per-bucket Acc / MCC, and per-type and per-position recall."""
+    keys = ("n", "hallu_acc", "nonhallu_acc", "acc", "mcc", "parse_failures")
+    return {"buckets": (["bucket", *keys], _rows({**metrics["by_bucket"], "overall": metrics["overall"]}, keys)),
+            "type_recall": (["type", "n", "recall"], _rows(metrics.get("by_type") or {}, ("n", "recall"))),
+            "position_recall": (["position", "n", "recall"], _rows(metrics.get("by_position") or {}, ("n", "recall")))}
+
+
+def anah_tables(metrics: dict) -> dict[str, Table]:
+    """Scores per language and overall."""
+    keys = ("n", "acc", "f1_weighted", "rougeL", "pre4", "parse_failures")
+    return {"languages": (["language", *keys], _rows({**metrics["by_language"], "all": metrics}, keys))}
+
+
+def no_tables(metrics: dict) -> dict[str, Table]:
+    return {}
+
+
+def tables(scorer, metrics: dict, rows: list[dict]) -> dict[str, Table]:
+    """The scorer's own tables (`eval.scoring.Scorer.tables`), and the predictions with gold,
+    parsed decision and raw output."""
+    out = dict(scorer.tables(metrics))
     out["predictions"] = (["id", "gold", "pred", "correct", "raw"],
                           [[r["id"], str(r.get("gold")), str(r.get("pred")), bool(r.get("correct")),
                             str(r.get("raw") or "")[:RAW_CHARS]] for r in rows])

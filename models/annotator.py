@@ -1,8 +1,8 @@
 """Loading an annotator of either kind from a Hugging Face directory."""
 from __future__ import annotations
 
-from models.builders import load_causal_lm
-from models.heads import PooledClassifier, load_classifier
+from models.heads import PooledClassifier
+from models.kinds import kind_of
 from models.lora import add_lora
 from models.response_lm import ResponseLM
 
@@ -11,16 +11,11 @@ def load_annotator(path: str, kind: str, head: str = "binary", dtype: str = "aut
                    attn_implementation: str = "sdpa", lora=None):
     """A causal LM (`generative`), or the decoder with a linear head wrapped for last-token pooling
     (`discriminative`); with `lora` (the `model.lora` settings), LoRA adapters on top."""
-    if kind not in ("generative", "discriminative"):
-        raise ValueError(f"task.kind: expected generative | discriminative, found {kind!r}")
-    discriminative = kind == "discriminative"
-    if discriminative:
-        model = load_classifier(path, head, dtype, attn_implementation)
-    else:
-        model = load_causal_lm(path, dtype, attn_implementation)
+    spec = kind_of(kind)
+    model = spec.load(path, head, dtype, attn_implementation)
     if lora is not None:
-        model = add_lora(model, lora, discriminative)
-    return PooledClassifier(model) if discriminative else model
+        model = add_lora(model, lora, discriminative=not spec.generates)
+    return spec.for_inference(model)
 
 
 def hf_model(module):

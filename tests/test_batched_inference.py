@@ -1,10 +1,10 @@
 """Batched greedy decoding and head inference give the same answers as one prompt at a time."""
 import pytest
 
-from eval.generate import greedy_batch, length_batches
 from eval.predict import predict_records
 from models.annotator import load_annotator
 from models.builders import resolve_model_path
+from models.generate import greedy_batch, length_batches
 
 RECORDS = [{"id": f"r{i}", "task": "summarization", "language": "zh", "source": "他走进了房间。" * (3 + 5 * i),
             "response": "他走了。" * (1 + i % 3), "label": i % 2} for i in range(6)]

@@ -7,11 +7,10 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-import train.config  # noqa: F401
+import configs.schema  # noqa: F401
 from tests.conftest import REPO
 
 CONFIGS = REPO / "configs"
-import eval.config  # noqa: F401,E402
 
 YAMLS = sorted(p.relative_to(CONFIGS) for p in CONFIGS.rglob("*.yaml"))
 SCORE_ARGS = ["task=binary", "gold=g.jsonl", "predictions=p.jsonl", "output_dir=o"]

@@ -2,6 +2,7 @@
 import pytest
 from omegaconf import OmegaConf
 
+from configs.schema import TaskConfig
 from data_builders.anah import SourceIndex
 from data_builders.evidence import evidence_records
 from data_builders.longnovel import context_records
@@ -12,7 +13,6 @@ from data_builders.prompts import render_messages, verdict_target
 from data_builders.sentences import split_sentences
 from data_builders.sources import DataError
 from eval.sentence_level import aggregate
-from train.config import TaskConfig
 from train.data import check_task_config, sentence_pool
 
 

@@ -108,7 +108,7 @@ def test_non_finite_loss_stops_with_stage_and_step_and_keeps_the_checkpoint(tmp_
      "curriculum stage 'a' sp_size=3"),
     ("curriculum.stages=[{name: a, bucket: S, max_seq_len: 2048, max_steps: 1, grad_accum: 0}]",
      "curriculum stage 'a' grad_accum=0"),
-    ("parallel.ring_kernel=cudnn", "parallel.ring_kernel: expected one of ['torch', 'flash_attn']"),
+    ("parallel.ring_kernel=cudnn", "Invalid value 'cudnn', expected one of [torch, flash_attn]"),
     ("parallel.ring_impl=ring_flash_attn", "parallel.ring_impl=ring_flash_attn runs on CUDA only")])
 def test_config_error_before_any_process_group(tmp_path, override, key):
     """WORLD_SIZE=2 with no second rank: joining a process group would wait for it; the error comes first."""

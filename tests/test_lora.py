@@ -8,12 +8,12 @@ from omegaconf import OmegaConf
 from peft import get_peft_model
 from safetensors.torch import load_file
 
+from configs.schema import LoraSettings
 from models.builders import load_causal_lm, resolve_model_path
 from models.heads import PooledClassifier, load_classifier
 from models.lora import lora_config, merged_copy
 from tests.conftest import torchrun
 from tests.test_trainer_e2e import TINY, _ok
-from train.config import LoraSettings
 from train.run_dir import read_train_log
 
 LORA = OmegaConf.structured(LoraSettings(enabled=True, r=4, alpha=8))

@@ -4,7 +4,7 @@ import torch
 
 from data_builders.collate import collate, encode_sample, pack_samples, padded_fraction
 from models.builders import load_causal_lm, resolve_model_path
-from train.loss import token_loss_sum
+from models.loss import token_loss_sum
 from train.sequence_parallel import shard_batch
 
 REC = {"id": "x", "task": "summarization", "language": "zh", "response": "摘要", "label": 0}

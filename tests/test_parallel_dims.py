@@ -7,7 +7,7 @@ import sys
 import pytest
 from hydra import compose, initialize_config_dir
 
-import train.config  # noqa: F401
+import configs.schema  # noqa: F401
 from slurm.render import train_script
 from tests.conftest import REPO
 from train.parallel_dims import job_world_size, procs_per_node

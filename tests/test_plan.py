@@ -69,7 +69,7 @@ def test_plan_cli_prints_each_stage_and_names_a_bad_gpu(qwen3_8b):
 def test_the_trainer_check_warns_when_over_and_refuses_when_far_over(qwen3_8b):
     from hydra import compose, initialize_config_dir
 
-    import train.config  # noqa: F401
+    import configs.schema  # noqa: F401
 
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
         cfg = compose("sft", overrides=["+exp=longnovel_curriculum", f"model.name_or_path={qwen3_8b}"])

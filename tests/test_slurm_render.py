@@ -5,7 +5,7 @@ import sys
 import pytest
 from hydra import compose, initialize_config_dir
 
-import train.config  # noqa: F401
+import configs.schema  # noqa: F401
 from slurm.render import checkpoint_name, eval_script, job_overrides, train_script
 from tests.conftest import REPO
 

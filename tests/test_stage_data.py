@@ -2,8 +2,8 @@
 import pytest
 from omegaconf import OmegaConf
 
+from configs.schema import TaskConfig
 from data_builders.collate import IGNORE_INDEX, collate, encode_sample
-from train.config import TaskConfig
 from train.data import DataError, StagePlan, plan_stage, stage_samples
 
 TASK = OmegaConf.structured(TaskConfig(kind="generative", template="prompt_e"))

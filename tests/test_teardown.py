@@ -49,7 +49,7 @@ import gc, json, weakref, torch
 from train.bench import _compose
 from train.distributed import init_distributed, teardown
 from train.engine import build_engine, release_engine
-from train.loss import token_loss_sum
+from models.loss import token_loss_sum
 from models.builders import resolve_model_path
 
 cfg = _compose(["deepspeed=zero3_offload", "trainer.loss_chunk_tokens=16"])

@@ -2,8 +2,8 @@
 import pytest
 from omegaconf import OmegaConf
 
-from train.config import LoggerConfig
-from train.tracking import Tracker
+from configs.schema import LoggerConfig
+from eval.tracking import Tracker
 
 
 def _cfg(**logger):
@@ -38,7 +38,7 @@ def test_only_rank_zero_tracks(tmp_path):
 
 
 def _full_cfg(**logger):
-    from train.config import SFTConfig, StageConfig
+    from configs.schema import SFTConfig, StageConfig
 
     cfg = OmegaConf.structured(SFTConfig)
     cfg.exp_name, cfg.model.name_or_path = "demo", "embedded:qwen3-tiny"
@@ -50,7 +50,7 @@ def _full_cfg(**logger):
 
 
 def test_run_identity_is_deterministic():
-    from train.tracking import run_identity
+    from eval.tracking import run_identity
 
     cfg = _full_cfg(tags=["mine"])
     cfg.curriculum.stages[1].sp_size = 2                 # the 16k stage splits each sample over 2 ranks

@@ -30,9 +30,9 @@ def test_yarn_modes(tmp_path):
 @pytest.mark.gpu
 def test_vllm_greedy_matches_hf_on_the_tiny_model(tokenizer):
     pytest.importorskip("vllm")
-    from eval.generate import greedy_batch
     from eval.vllm_backend import vllm_generate
     from models.builders import load_causal_lm, resolve_model_path
+    from models.generate import greedy_batch
 
     path = resolve_model_path("embedded:qwen3-tiny")
     texts = ["<|im_start|>user\n你好<|im_end|>\n<|im_start|>assistant\n"]
@@ -47,8 +47,8 @@ def test_vllm_gets_the_prompts_of_the_hf_path_sentence_by_sentence(monkeypatch, 
     needs a GPU; here its function records what it is handed."""
     from hydra import compose, initialize_config_dir
 
+    import configs.schema  # noqa: F401
     import eval.vllm_backend
-    import train.config  # noqa: F401
     from data_builders.collate import prompt_ids
     from data_builders.evidence import evidence_records
     from eval.predictors import AnnotatorPredictor

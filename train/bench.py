@@ -57,7 +57,7 @@ def _stages(steps: int, long_steps: int) -> str:
 def _compose(overrides: list[str]):
     from hydra import compose, initialize_config_dir
 
-    import train.config  # noqa: F401  (registers the schemas)
+    import configs.schema  # noqa: F401  (registers the schemas)
 
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
         return compose("sft", overrides=DEMO + overrides)
@@ -112,8 +112,7 @@ def _stage_throughput(cfg, path: str, tok, records: list[dict], stage, n: int, i
     samples, _ = stage_samples(records, stage, tok, cfg.task, 1.0)
     plan = plan_stage(stage, len(samples), 1, 1, 1, cfg.trainer.seed, n)
     engine = build_engine(cfg, path, 1, cfg.optim.lr, plan.total_steps)
-    ctx = StageContext(0, stage.name, stage.max_seq_len, work, info, None, None, tok.pad_token_id, 0, None,
-                       False, task=cfg.task, zero_stage=0)
+    ctx = StageContext.of_stage(cfg, 0, stage, work, info, tok.pad_token_id)
     plain = PlainLoop(path, cfg.optim.lr)
     ours_rate, plain_rate = [], []
     for k in range(plan.total_steps):
@@ -197,9 +196,9 @@ def data_and_scoring(n_scored: int = 10_000) -> dict:
 def inference(data_dir: Path, n: int = 48, new_tokens: int = 64) -> dict:
     from data_builders.collate import prompt_ids
     from data_builders.schema import read_records
-    from eval.generate import greedy_batch, head_probs_batch
     from models.annotator import load_annotator
     from models.builders import load_tokenizer, resolve_model_path
+    from models.generate import greedy_batch, head_probs_batch
 
     torch.set_num_threads(CORES)
     path = resolve_model_path("embedded:qwen3-tiny")
@@ -267,7 +266,7 @@ def run(quick: bool) -> dict:
     from train.bench_loss import measure as bench_loss
     from train.bench_sp import bench as bench_sp
 
-    steps, long_steps = (6, 3) if quick else (20, 6)
+    steps, long_steps = (4, 2) if quick else (20, 6)
     result = {"machine": {"cpus": CORES, "torch": torch.__version__, "platform": sys.platform},
               "model": "embedded:qwen3-tiny", "targets": TARGETS}
     with tempfile.TemporaryDirectory() as tmp:

@@ -74,7 +74,7 @@ def _timed(fn, warmup: int, repeat: int) -> float:
 
 def _measure_step(rank, world, group, length, repeat) -> dict:
     from models.builders import load_causal_lm, resolve_model_path
-    from train.loss import token_loss_sum
+    from models.loss import token_loss_sum
     from train.sequence_parallel import shard_batch
 
     return_freed_memory()                     # as the trainer does on CPU

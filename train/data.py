@@ -8,13 +8,21 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from data_builders.collate import encode_classification, encode_sample, pack_samples
+from data_builders.collate import pack_samples
 from data_builders.sample_cache import encoded_samples
 from data_builders.schema import write_jsonl
-from data_builders.sources import DataError, build_records, in_bucket, needed_buckets, read_splits
+from data_builders.sources import (
+    SOURCES,
+    DataError,
+    build_records,
+    check_data_config,
+    in_bucket,
+    needed_buckets,
+    read_splits,
+)
+from models.kinds import kind_of
 from train.distributed import DistInfo, barrier
 from train.parallel_dims import launched_world_size, stage_dims
-from train.sequence_parallel import SP_MODES
 
 
 def check_run_config(cfg: DictConfig) -> None:
@@ -28,18 +36,7 @@ def check_run_config(cfg: DictConfig) -> None:
         if name not in known:
             raise DataError(f"bucket {name!r} (curriculum.stages / eval.buckets) is not in "
                             f"data.bucket_budgets {sorted(known)}")
-    if cfg.data.source in ("records", "longnovel_released"):
-        if not cfg.data.root or not Path(cfg.data.root).is_dir():
-            raise DataError(f"data.source={cfg.data.source} needs data.root=<a directory>, found {cfg.data.root!r}")
-    elif cfg.data.source == "mixture":
-        if not cfg.data.mixture:
-            raise DataError("data.source=mixture needs data.mixture: a list of {name, root, weight}")
-        for i, src in enumerate(cfg.data.mixture):
-            if not Path(src.root).is_dir():
-                raise DataError(f"data.mixture[{i}] ({src.name}): root {src.root!r} is not a directory")
-    elif cfg.data.source not in ("embedded", "anah_embedded"):
-        raise DataError("data.source: expected embedded | anah_embedded | records | longnovel_released | mixture, "
-                        f"found {cfg.data.source!r}")
+    check_data_config(cfg)
 
 
 def stage_grad_accum(cfg: DictConfig, stage: DictConfig | None) -> tuple[int, str]:
@@ -51,8 +48,6 @@ def stage_grad_accum(cfg: DictConfig, stage: DictConfig | None) -> tuple[int, st
 
 
 def check_parallel_config(cfg: DictConfig) -> None:
-    if cfg.parallel.sp_mode not in SP_MODES:
-        raise ValueError(f"parallel.sp_mode: expected one of {list(SP_MODES)}, found {cfg.parallel.sp_mode!r}")
     check_ring_config(cfg)
     world = launched_world_size()
     for stage in [None, *cfg.curriculum.stages]:
@@ -61,7 +56,7 @@ def check_parallel_config(cfg: DictConfig) -> None:
         accum, accum_key = stage_grad_accum(cfg, stage)
         if accum < 1:
             raise ValueError(f"{accum_key}={accum}: expected >= 1")
-        if cfg.data.packing and (cfg.task.kind != "generative" or cfg.optim.micro_batch_size != 1
+        if cfg.data.packing and (not kind_of(cfg.task).generates or cfg.optim.micro_batch_size != 1
                                  or (sp > 1 and cfg.parallel.sp_mode != "zigzag_varlen")):
             raise ValueError("data.packing=true packs generative samples into one row per micro-batch: it needs "
                              f"task.kind=generative (found {cfg.task.kind}), optim.micro_batch_size=1 (found "
@@ -72,14 +67,7 @@ def check_parallel_config(cfg: DictConfig) -> None:
 
 
 def check_ring_config(cfg: DictConfig) -> None:
-    from models.attention.hf_ring import IMPLEMENTATIONS
-    from models.attention.kernels import KERNELS
-
     impl, kernel = cfg.parallel.ring_impl, cfg.parallel.ring_kernel
-    if impl not in IMPLEMENTATIONS:
-        raise ValueError(f"parallel.ring_impl: expected one of {list(IMPLEMENTATIONS)}, found {impl!r}")
-    if kernel not in KERNELS:
-        raise ValueError(f"parallel.ring_kernel: expected one of {list(KERNELS)}, found {kernel!r}")
     needs_cuda = {"parallel.ring_impl=ring_flash_attn": impl == "ring_flash_attn",
                   "parallel.ring_kernel=flash_attn": kernel == "flash_attn"}
     for key, wanted in needs_cuda.items():
@@ -93,8 +81,8 @@ def check_ring_config(cfg: DictConfig) -> None:
 
 def prepare_records(cfg: DictConfig, tokenizer, run_dir: Path, info: DistInfo) -> dict[str, list[dict]]:
     """Rank 0 builds (or imports) the records into <run_dir>/data once; every rank reads them."""
-    if cfg.data.source == "records":
-        return read_splits(Path(cfg.data.root))
+    if SOURCES[cfg.data.source].read_in_place:
+        return build_records(cfg, tokenizer)[0]
     data_dir = run_dir / "data"
     if info.is_main and not (data_dir / "test.jsonl").exists():
         records, report = build_records(cfg, tokenizer)
@@ -117,21 +105,18 @@ def prepare_records(cfg: DictConfig, tokenizer, run_dir: Path, info: DistInfo) -
 
 def encoder(task: DictConfig):
     """record -> training sample, for the task's kind."""
-    if task.kind == "generative":
-        return lambda rec, tok: encode_sample(rec, tok, task.template, task.response_lm)
-    if task.kind == "discriminative":
-        return lambda rec, tok: encode_classification(rec, tok, task.template, task.head)
-    raise DataError(f"task.kind: expected generative | discriminative, found {task.kind!r}")
+    encode = kind_of(task).encode
+    return lambda rec, tok: encode(rec, tok, task)
 
 
 def check_task_config(task: DictConfig) -> None:
-    if task.response_lm and task.kind != "generative":
+    if task.response_lm and not kind_of(task).generates:
         raise DataError(f"task.response_lm=true trains the LM head on the response: it needs task.kind=generative, "
                         f"found {task.kind!r}")
     if task.evidence_sentences < 0:
         raise DataError(f"task.evidence_sentences: expected 0 (the whole source) or k > 0, "
                         f"found {task.evidence_sentences}")
-    if task.evidence_sentences and task.kind == "discriminative" and task.head != "binary":
+    if task.evidence_sentences and not kind_of(task).generates and task.head != "binary":
         raise DataError(f"task.evidence_sentences={task.evidence_sentences} scores a record by its worst sentence: a "
                         f"discriminative annotator needs task.head=binary, found {task.head!r}")
 

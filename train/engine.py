@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 from models.annotator import hf_model, load_annotator
 from models.builders import torch_dtype
 from models.heads import PooledClassifier
+from models.kinds import kind_of
 from models.lora import merged_copy
 from models.response_lm import ResponseLM
 from train.parallel_dims import stage_sp_size
@@ -54,9 +55,7 @@ def _adam_params(opt: DictConfig, lr: float) -> dict:
 
 def lr_lambda(kind: str, total_steps: int, warmup_steps: int):
     """Multiplier of the stage's lr at optimizer step t (0-based): linear warmup, then cosine or
-    linear decay to 0, or constant."""
-    if kind not in ("cosine", "linear", "constant"):
-        raise ValueError(f"optim.scheduler: expected cosine | linear | constant, found {kind!r}")
+    linear decay to 0, or constant (`optim.scheduler`)."""
 
     def f(t: int) -> float:
         if t < warmup_steps:
@@ -106,8 +105,7 @@ def build_engine(cfg: DictConfig, weights_dir: str, world_size: int, lr: float, 
         if cfg.model.lora.enabled:
             hf.enable_input_require_grads()   # frozen embeddings: checkpointed blocks still need grads
     hf.config.use_cache = False
-    if cfg.task.kind == "generative":
-        model = ResponseLM(model, cfg.trainer.loss_chunk_tokens)
+    model = kind_of(cfg.task).for_training(model, cfg.trainer.loss_chunk_tokens)
     optimizer = None if "optimizer" in config else torch.optim.AdamW(
         model.parameters(), **_adam_params(cfg.optim, lr))
     warmup = int(cfg.optim.warmup_ratio * total_steps)
@@ -163,7 +161,7 @@ def export_hf(engine, cfg: DictConfig, weights_dir: str, tokenizer, out_dir: Pat
     state = {(k.removeprefix("model.") if wrapped else k): v.detach().to("cpu") for k, v in state.items()}
     if cfg.model.lora.enabled:
         base = hf_model(load_model(cfg, weights_dir, cfg.model.attn_implementation))
-        model = merged_copy(base, state, cfg.model.lora, cfg.task.kind == "discriminative")
+        model = merged_copy(base, state, cfg.model.lora, not kind_of(cfg.task).generates)
         model.save_pretrained(tmp, safe_serialization=True)
     else:
         hf_model(engine.module).save_pretrained(tmp, state_dict=state, safe_serialization=True)

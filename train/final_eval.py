@@ -10,7 +10,7 @@ from transformers import AutoConfig
 from eval.predict import select_eval_records
 from eval.predictors import AnnotatorPredictor, Shard
 from eval.report import write_eval
-from eval.scoring import score_records
+from eval.scoring import score_records, scorer
 from train.distributed import DistInfo, all_gather_objects
 
 
@@ -41,5 +41,5 @@ def evaluate_export(cfg: DictConfig, hf_dir: str, records_by_split: dict[str, li
     metrics, scored = score_records(cfg.task.scorer, records, {r["id"]: r for r in rows}, cfg.eval.bertscore)
     if predictor.threshold is not None:
         metrics["decision_threshold"] = predictor.threshold
-    write_eval(out_dir, cfg.task.scorer, metrics, scored)
+    write_eval(out_dir, scorer(cfg.task.scorer), metrics, scored)
     return metrics

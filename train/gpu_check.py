@@ -241,9 +241,9 @@ def _empty_cache(device):
 def check_vllm() -> dict:
     if importlib.util.find_spec("vllm") is None:
         return {"skipped": "vLLM is not installed (pip install -e '.[gpu]')"}
-    from eval.generate import greedy_batch
     from eval.vllm_backend import vllm_generate
     from models.builders import load_causal_lm, load_tokenizer, resolve_model_path
+    from models.generate import greedy_batch
 
     path = resolve_model_path("embedded:qwen3-tiny")
     tok = load_tokenizer(path)

@@ -9,15 +9,15 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from data_builders.collate import IGNORE_INDEX, collate, collate_classification
+from eval.tracking import Tracker
+from models.kinds import kind_of
 from train.checkpoint import save_state
 from train.data import StagePlan
 from train.distributed import DistInfo, all_reduce_sum
-from train.loss import backward_scale, classifier_loss_sum, token_loss_sum
-from train.preemption import mark_preempted, stop_requested
+from train.loss import backward_scale
+from train.preemption import mark_preempted, stop_after
 from train.run_dir import TrainLog
 from train.sequence_parallel import shard_batch
-from train.tracking import Tracker
 
 
 class NonFiniteError(RuntimeError):
@@ -42,6 +42,15 @@ class StageContext:
     zero_stage: int = 3
     packed: bool = False                 # rows of packed samples: the ring backend keeps documents apart
 
+    @classmethod
+    def of_stage(cls, cfg, index: int, stage, run_dir: Path, info: DistInfo, pad_id: int,
+                 log: TrainLog | None = None, tracker: Tracker | None = None) -> StageContext:
+        """The context of curriculum stage `index`, from the run's config."""
+        t = cfg.trainer
+        return cls(index, stage.name, stage.max_seq_len, run_dir, info, log, tracker, pad_id, t.save_every,
+                   t.stop_at_step, t.progress, cfg.parallel.sp_mode, cfg.task, cfg.deepspeed.zero_stage,
+                   cfg.data.packing)
+
 
 def _micro_batch(samples: list[dict], ctx: StageContext) -> tuple[dict, dict, int, int]:
     """This rank's tensors of one micro-batch, extra model kwargs, target and real-token counts.
@@ -49,8 +58,8 @@ def _micro_batch(samples: list[dict], ctx: StageContext) -> tuple[dict, dict, in
     With sequence parallelism the ranks of a group take the same samples and each
     keeps its zigzag slice, so counting on the slice counts every token once.
     """
-    discriminative = ctx.task.kind == "discriminative"
-    batch = (collate_classification if discriminative else collate)(samples, ctx.pad_id)
+    kind = kind_of(ctx.task)
+    batch = kind.collate(samples, ctx.pad_id)
     if ctx.info.sp_size == 1 and not ctx.packed:
         kwargs, real = {}, sum(len(s["input_ids"]) for s in samples)
     else:
@@ -58,17 +67,8 @@ def _micro_batch(samples: list[dict], ctx: StageContext) -> tuple[dict, dict, in
         batch = shard_batch(batch, ctx.info.sp_size, ctx.info.sp_rank, ctx.pad_id, mode)
         kwargs = {"sp_group": ctx.info.sp_group, "sp_doc_lens": batch.pop("sp_doc_lens")}
         real = batch.pop("n_real_tokens")
-    if discriminative:
-        targets = len(samples) if ctx.info.sp_rank == 0 else 0
-    else:
-        targets = int((batch["shift_labels"] != IGNORE_INDEX).sum())
+    targets = kind.targets(batch, len(samples), ctx.info.sp_rank)
     return {k: v.to(ctx.info.device) for k, v in batch.items()}, kwargs, targets, real
-
-
-def _loss(engine, batch: dict, kwargs: dict, ctx: StageContext):
-    if ctx.task.kind == "discriminative":
-        return classifier_loss_sum(engine, batch, ctx.task, ctx.info.sp_rank, **kwargs)[0]
-    return token_loss_sum(engine, batch, **kwargs)[0]
 
 
 def _grad_norm(module) -> float:
@@ -87,7 +87,7 @@ def train_step(engine, samples: list[dict], plan: StagePlan, step: int, ctx: Sta
     lr = engine.get_lr()[0]
     loss_sum, own_norm = 0.0, None
     for i, (batch, kwargs, _, _) in enumerate(micro):
-        loss = _loss(engine, batch, kwargs, ctx)
+        loss = kind_of(ctx.task).loss_sum(engine, batch, ctx.task, ctx.info.sp_rank, **kwargs)
         engine.backward(loss * scale)
         if ctx.zero_stage == 0 and i == len(micro) - 1:   # DeepSpeed reports no norm without ZeRO
             own_norm = _grad_norm(engine.module)
@@ -122,13 +122,12 @@ def run_stage(engine, samples: list[dict], plan: StagePlan, ctx: StageContext,
             bar.update(1)
             bar.set_postfix(loss=f"{out['loss']:.4f}", tok_s=f"{row['tokens_per_s']:.0f}")
             last = step + 1 == plan.total_steps
-            preempt = stop_requested(ctx.run_dir)
-            stop = preempt or (ctx.stop_at_step is not None and global_step >= ctx.stop_at_step)
+            stop = stop_after(ctx.run_dir, ctx.stop_at_step, global_step)
             if not last and (stop or (ctx.save_every and (step + 1) % ctx.save_every == 0)):
                 save_state(engine, ctx.run_dir, ctx.index, ctx.name, step + 1, global_step, ctx.info.is_main)
-            if preempt and not last:
-                mark_preempted(ctx.run_dir, ctx.name, global_step, ctx.info.is_main)
             if stop and not last:
+                if stop.preempted:
+                    mark_preempted(ctx.run_dir, ctx.name, global_step, ctx.info.is_main)
                 return global_step, True
     finally:
         bar.close()

@@ -3,8 +3,8 @@ groups and data-parallel replicas (pure arithmetic; the one home of both).
 
 `job_world_size` is the world size of a SLURM job as rendered (`slurm/render.py`) and planned
 (`train.plan`); a launched process reads its own from torchrun (`launched_world_size`). Ranks form
-SP groups of `sp_size` consecutive ranks; data parallelism runs across groups. `stage_sp_size` is the
-one reader of the configured degrees (a curriculum stage's own `sp_size`, else `parallel.sp_size`).
+SP groups of `sp_size` consecutive ranks; data parallelism runs across groups. `configs.schema.stage_sp_size`
+is the one reader of the configured degrees (a curriculum stage's own `sp_size`, else `parallel.sp_size`).
 """
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass, field
 
 from omegaconf import DictConfig
+
+from configs.schema import stage_sp_size
 
 
 def procs_per_node(slurm: DictConfig) -> int:
@@ -52,11 +54,6 @@ class ParallelDims:
 
     def sp_groups(self) -> list[list[int]]:
         return [list(range(g * self.sp_size, (g + 1) * self.sp_size)) for g in range(self.dp_size)]
-
-
-def stage_sp_size(cfg: DictConfig, stage: DictConfig | None) -> int:
-    """A stage's sequence-parallel degree: its own `sp_size`, else `parallel.sp_size`."""
-    return stage.sp_size if stage is not None and stage.sp_size is not None else cfg.parallel.sp_size
 
 
 def stage_dims(cfg: DictConfig, stage: DictConfig | None, world_size: int) -> ParallelDims:

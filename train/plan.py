@@ -28,8 +28,10 @@ from dataclasses import dataclass
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-import train.config  # noqa: F401  (registers the structured schemas)
+import configs.schema  # noqa: F401  (registers the structured schemas)
+from data_builders.choices import Gpu
 from data_builders.user_errors import reports_user_errors
+from models.kinds import kind_of
 from train.parallel_dims import job_world_size, procs_per_node, stage_sp_size
 
 GB = 1e9
@@ -67,14 +69,16 @@ def model_shape(path: str, kind: str = "generative", num_labels: int = 2, dtype:
 
     from models.builders import torch_dtype
 
+    generates = kind_of(kind).generates
     config = AutoConfig.from_pretrained(path)
     with init_empty_weights():
-        if kind == "discriminative":
-            model = AutoModelForSequenceClassification.from_config(config, num_labels=num_labels)
-        else:
+        if generates:
             model = AutoModelForCausalLM.from_config(config)
+        else:
+            config.num_labels = num_labels          # from_config takes no num_labels in transformers 5
+            model = AutoModelForSequenceClassification.from_config(config)
     embed = model.get_input_embeddings().weight
-    head = model.get_output_embeddings() if kind == "generative" else None
+    head = model.get_output_embeddings() if generates else None
     layer = model.base_model.layers[0]
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
@@ -166,18 +170,16 @@ def plan_rows(cfg: DictConfig, m: ModelShape, lay: Layout) -> list[StageRow]:
 def gpu_bytes(cfg: DictConfig) -> float:
     if cfg.plan.gpu_mem_gb:
         return cfg.plan.gpu_mem_gb * GB
-    name = (cfg.plan.gpu or "").lower()
-    if name not in GPU_MEMORY_GB:
-        raise ValueError(f"plan.gpu: expected one of {sorted(GPU_MEMORY_GB)} (or set plan.gpu_mem_gb), "
-                         f"found {cfg.plan.gpu!r}")
-    return GPU_MEMORY_GB[name] * GB
+    if cfg.plan.gpu is None:
+        raise ValueError(f"the plan needs plan.gpu=<one of {', '.join(Gpu)}> or plan.gpu_mem_gb=<GB>")
+    return GPU_MEMORY_GB[cfg.plan.gpu] * GB
 
 
 def layout(cfg: DictConfig, world: int) -> Layout:
     return Layout(world=world, ranks_per_node=procs_per_node(cfg.slurm), zero_stage=cfg.deepspeed.zero_stage,
                   offload_param=cfg.deepspeed.offload_param, offload_optimizer=cfg.deepspeed.offload_optimizer,
                   gradient_checkpointing=cfg.model.gradient_checkpointing,
-                  generative=cfg.task.kind == "generative", chunk_tokens=cfg.trainer.loss_chunk_tokens)
+                  generative=kind_of(cfg.task).generates, chunk_tokens=cfg.trainer.loss_chunk_tokens)
 
 
 def table(rows: list[StageRow], limit: float, host: float, lay: Layout) -> str:
@@ -199,9 +201,9 @@ def make_plan(cfg: DictConfig, world: int) -> tuple[list[StageRow], str]:
     from models.builders import resolve_model_path
     from models.heads import head_spec
 
-    kind = cfg.task.kind
-    m = model_shape(resolve_model_path(cfg.model.name_or_path), kind,
-                    len(head_spec(cfg.task.head).labels) if kind == "discriminative" else 2, cfg.model.dtype)
+    kind = kind_of(cfg.task)
+    m = model_shape(resolve_model_path(cfg.model.name_or_path), kind.name,
+                    2 if kind.generates else len(head_spec(cfg.task.head).labels), cfg.model.dtype)
     lay = layout(cfg, world)
     rows = plan_rows(cfg, m, lay)
     return rows, table(rows, gpu_bytes(cfg), host_bytes_per_node(m, lay), lay)

@@ -5,7 +5,7 @@
 import hydra
 from omegaconf import DictConfig
 
-import train.config  # noqa: F401  (registers the structured schemas)
+import configs.schema  # noqa: F401  (registers the structured schemas)
 from data_builders.user_errors import reports_user_errors
 
 

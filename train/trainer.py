@@ -4,35 +4,47 @@ from __future__ import annotations
 
 import gc
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from omegaconf import DictConfig
 
+from configs.schema import to_container
 from data_builders.sources import DataError
 from eval.report import read_rows
+from eval.tracking import Tracker
 from models.builders import load_tokenizer, resolve_model_path
 from train.checkpoint import ResumePoint, find_resume_point, mark_stage_done, stage_dir, stage_weights
-from train.config import to_container
 from train.data import plan_stage, prepare_records, stage_grad_accum, stage_samples
 from train.distributed import DistInfo, barrier, broadcast_object
 from train.engine import build_engine, export_hf, release_engine
 from train.final_eval import evaluate_export
 from train.loop import StageContext, run_stage
 from train.parallel_dims import stage_sp_size
-from train.preemption import mark_preempted, stop_requested
+from train.preemption import mark_preempted, stop_after
 from train.run_dir import TrainLog, agree_on_output_dir
-from train.tracking import Tracker
 
 
 def resume_point(cfg: DictConfig, run_dir: Path, names: list[str]) -> ResumePoint | None:
     if cfg.resume == "none":
         return None
-    if cfg.resume != "auto":
-        raise ValueError(f"resume: expected none | auto, found {cfg.resume!r} "
-                         "(to resume a run, pass its output_dir=... with resume=auto)")
     point = find_resume_point(run_dir, names)
     return point if (point.stage_index, point.step) != (0, 0) else None
+
+
+@dataclass(frozen=True)
+class Run:
+    """What every stage of one run shares."""
+    cfg: DictConfig
+    info: DistInfo
+    run_dir: Path
+    names: list[str]            # the curriculum's stage names
+    base: str                   # the model the first stage starts from
+    tokenizer: object
+    train_records: list[dict]
+    log: TrainLog
+    tracker: Tracker
 
 
 def train(cfg: DictConfig, info: DistInfo) -> dict | None:
@@ -50,14 +62,14 @@ def train(cfg: DictConfig, info: DistInfo) -> dict | None:
         print(f"resuming at stage {point.stage_index} step {point.step} (global step {point.global_step})",
               flush=True)
     global_step = point.global_step if point else 0
+    run = Run(cfg, info, run_dir, names, base, tokenizer, records["train"], log, tracker)
     try:
         for i, stage in enumerate(stages):
             if point and i < point.stage_index:
                 continue
-            start = point.step if point and i == point.stage_index else 0
-            global_step, stopped = _run_one_stage(cfg, info, run_dir, i, stage, names, base, tokenizer,
-                                                  records["train"], log, tracker, start, global_step,
-                                                  point.state_dir if point and i == point.stage_index else None)
+            resumed = point is not None and i == point.stage_index
+            global_step, stopped = _run_one_stage(run, i, stage, point.step if resumed else 0, global_step,
+                                                  point.state_dir if resumed else None)
             if stopped:
                 return None
             if cfg.eval.enabled and cfg.eval.every_stage and i + 1 < len(stages):
@@ -101,10 +113,13 @@ def _stage_samples(cfg, info, stage, tokenizer, train_records):
     return out if info.is_main else encode()
 
 
-def _run_one_stage(cfg, info, run_dir, index, stage, names, base, tokenizer, train_records, log,
-                   tracker, start_step, global_step, state_dir):
-    info = info.with_sp(stage_sp_size(cfg, stage))     # the stage's own SP x DP layout
-    samples, skipped = _stage_samples(cfg, info, stage, tokenizer, train_records)
+def _run_one_stage(run: Run, index: int, stage: DictConfig, start_step: int, global_step: int,
+                   state_dir: Path | None) -> tuple[int, bool]:
+    """Train one stage from `start_step` (from `state_dir` when resuming inside it) and export it;
+    returns (global step, stopped early)."""
+    cfg, run_dir, names = run.cfg, run.run_dir, run.names
+    info = run.info.with_sp(stage_sp_size(cfg, stage))     # the stage's own SP x DP layout
+    samples, skipped = _stage_samples(cfg, info, stage, run.tokenizer, run.train_records)
     grad_accum, _ = stage_grad_accum(cfg, stage)
     plan = plan_stage(stage, len(samples), info.dp_size, cfg.optim.micro_batch_size,
                       grad_accum, cfg.trainer.seed + 1000 * index, cfg.trainer.max_steps)
@@ -115,24 +130,23 @@ def _run_one_stage(cfg, info, run_dir, index, stage, names, base, tokenizer, tra
               f"sequence-parallel {info.sp_size} x data-parallel {info.dp_size}, global batch "
               f"{plan.per_step}", flush=True)
     lr = stage.lr if stage.lr is not None else cfg.optim.lr
-    start_weights = stage_weights(run_dir, index, names, base)
+    start_weights = stage_weights(run_dir, index, names, run.base)
     engine = build_engine(cfg, start_weights, info.world_size, lr, plan.total_steps, info.sp_size, grad_accum)
     if state_dir is not None:
         engine.load_checkpoint(str(state_dir), tag="state")
-    ctx = StageContext(index, stage.name, stage.max_seq_len, run_dir, info, log, tracker,
-                       tokenizer.pad_token_id, cfg.trainer.save_every, cfg.trainer.stop_at_step,
-                       cfg.trainer.progress, cfg.parallel.sp_mode, cfg.task, cfg.deepspeed.zero_stage,
-                       cfg.data.packing)
+    ctx = StageContext.of_stage(cfg, index, stage, run_dir, info, run.tokenizer.pad_token_id, run.log, run.tracker)
     global_step, stopped = run_stage(engine, samples, plan, ctx, start_step, global_step)
     if not stopped:
-        export_hf(engine, cfg, start_weights, tokenizer, stage_dir(run_dir, index, stage.name) / "hf", info.is_main)
+        export_hf(engine, cfg, start_weights, run.tokenizer, stage_dir(run_dir, index, stage.name) / "hf",
+                  info.is_main)
         barrier()
         if info.is_main:
             mark_stage_done(run_dir, index, stage.name, global_step)
             _write_stage_summary(run_dir, index, stage.name, skipped, plan.total_steps)
         barrier()
-        stopped = cfg.trainer.stop_at_step is not None and global_step >= cfg.trainer.stop_at_step
-        if stop_requested(run_dir) and index + 1 < len(names):    # between stages: the stage export is the checkpoint
+        stop = stop_after(run_dir, cfg.trainer.stop_at_step, global_step)
+        stopped = stop.step_reached
+        if stop.preempted and index + 1 < len(names):    # between stages: the stage export is the checkpoint
             mark_preempted(run_dir, stage.name, global_step, info.is_main)
             stopped = True
     release_engine(engine)

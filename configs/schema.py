@@ -1,18 +1,39 @@
-"""Structured schemas of every config group, registered with Hydra's ConfigStore.
+"""Structured schemas of every config, registered with Hydra's ConfigStore: `sft_schema` (training,
+`eval/run.py`, `slurm/submit.py`, `train.plan`) and `score_schema` (`eval/score.py`).
 
 `sft.yaml` lists `sft_schema` first in its defaults, so every group option and
-every experiment is merged onto these dataclasses: a misspelt key or a value
-of the wrong type fails when the config is composed.
+every experiment is merged onto these dataclasses: a misspelt key, a value
+of the wrong type or a value outside a closed set (`data_builders.choices`)
+fails when the config is composed. This module sits below every package that
+reads a config (it imports `data_builders.choices` only).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from eval.config import BertScoreConfig
+from data_builders.choices import (
+    Backend,
+    DataSource,
+    Dtype,
+    EvalMethod,
+    Gpu,
+    Head,
+    LoggerMode,
+    NliMethod,
+    NliScore,
+    Resume,
+    RingImpl,
+    RingKernel,
+    Scheduler,
+    Scorer,
+    SlurmMode,
+    SpMode,
+    TaskKind,
+)
 
 
 @dataclass
@@ -21,13 +42,13 @@ class LoraSettings:
     r: int = 16
     alpha: int = 32
     dropout: float = 0.0
-    target_modules: List[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
 
 
 @dataclass
 class ModelConfig:
-    name_or_path: Optional[str] = None   # local HF directory, or embedded:<name>
-    dtype: str = "auto"                   # auto: bfloat16 on GPU, float32 on CPU
+    name_or_path: str | None = None   # local HF directory, or embedded:<name>
+    dtype: Dtype = Dtype.auto             # auto: bfloat16 on GPU, float32 on CPU
     attn_implementation: str = "sdpa"
     gradient_checkpointing: bool = False
     lora: LoraSettings = field(default_factory=LoraSettings)   # adapters, merged into the export
@@ -37,11 +58,11 @@ class ModelConfig:
 class TaskConfig:
     name: str = "longnovel_detection"
     template: str = "prompt_e"            # detection prompt (seed 000, Appendix I.2)
-    kind: str = "generative"              # generative (LM loss on the answer) | discriminative (linear head)
-    head: str = "binary"                  # discriminative head: binary | anah | faithfulness
-    class_weights: Optional[List[float]] = None   # per-class loss weights (single-label heads)
+    kind: TaskKind = TaskKind.generative  # generative (LM loss on the answer) | discriminative (linear head)
+    head: Head = Head.binary              # discriminative head: binary | anah | faithfulness
+    class_weights: list[float] | None = None   # per-class loss weights (single-label heads)
     focal_gamma: float = 0.0              # > 0: focal loss instead of cross-entropy
-    scorer: str = "longnovel"             # how the final evaluation is scored: longnovel | anah | binary
+    scorer: Scorer = Scorer.longnovel     # how the final evaluation is scored: longnovel | anah | binary
     response_lm: bool = False             # generative: also predict the response's faithful sentences from the
                                           # source (a label for every faithful summary token, from the gold)
     evidence_sentences: int = 0           # > 0: judge each response sentence against its k best-matching source
@@ -64,17 +85,17 @@ class MixtureSource:
     name: str = MISSING
     root: str = MISSING                   # a records directory: train.jsonl (+ val.jsonl, test.jsonl)
     weight: float = 1.0                   # multiplies the source's training records (0.5: half, 2: twice)
-    template: Optional[str] = None        # prompt template of this source's records (default task.template)
+    template: str | None = None        # prompt template of this source's records (default task.template)
     evaluate: bool = True                 # its val/test records join the evaluation
 
 
 @dataclass
 class DataConfig:
-    source: str = "embedded"              # embedded | anah_embedded | records | longnovel_released | mixture
-    root: Optional[str] = None            # records: dir with train.jsonl/test.jsonl; released: dir of files
-    mixture: List[MixtureSource] = field(default_factory=list)
+    source: DataSource = DataSource.embedded   # embedded | anah_embedded | records | longnovel_released | mixture
+    root: str | None = None            # records: dir with train.jsonl/test.jsonl; released: dir of files
+    mixture: list[MixtureSource] = field(default_factory=list)
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
-    bucket_budgets: Dict[str, int] = field(default_factory=lambda: {
+    bucket_budgets: dict[str, int] = field(default_factory=lambda: {
         "S": 2048, "M": 16384, "L": 32768, "XL": 65536, "XXL": 102400})
     min_fill: float = 0.75                # a context fills at least this much of its bucket budget
     max_skip_fraction: float = 0.05       # fail a stage when more of its samples are too long
@@ -88,24 +109,24 @@ class StageConfig:
     bucket: str = MISSING                 # the length bucket the stage trains on ("S+M": several; "all": every record)
     max_seq_len: int = MISSING            # samples longer than this are skipped, never truncated
     epochs: float = 2.0
-    max_steps: Optional[int] = None       # a bridge stage sets a fixed number of steps
-    lr: Optional[float] = None            # default: optim.lr
-    sp_size: Optional[int] = None         # sequence-parallel degree of this stage (default: parallel.sp_size)
-    grad_accum: Optional[int] = None      # micro-batches per step (default: optim.grad_accum); a stage that
+    max_steps: int | None = None       # a bridge stage sets a fixed number of steps
+    lr: float | None = None            # default: optim.lr
+    sp_size: int | None = None         # sequence-parallel degree of this stage (default: parallel.sp_size)
+    grad_accum: int | None = None      # micro-batches per step (default: optim.grad_accum); a stage that
                                           # raises sp_size can raise this to keep the global batch
 
 
 @dataclass
 class CurriculumConfig:
-    stages: List[StageConfig] = field(default_factory=list)
+    stages: list[StageConfig] = field(default_factory=list)
 
 
 @dataclass
 class ParallelConfig:
     sp_size: int = 1
-    sp_mode: str = "zigzag"
-    ring_impl: str = "ring"               # ring (ours) | ring_flash_attn (CUDA, bf16 / fp16)
-    ring_kernel: str = "torch"            # our ring's block kernel: torch (PyTorch flash) | flash_attn
+    sp_mode: SpMode = SpMode.zigzag       # zigzag | zigzag_varlen (packed rows)
+    ring_impl: RingImpl = RingImpl.ring   # ring (ours) | ring_flash_attn (CUDA, bf16 / fp16)
+    ring_kernel: RingKernel = RingKernel.torch   # our ring's block kernel: torch (PyTorch flash) | flash_attn
 
 
 @dataclass
@@ -119,9 +140,9 @@ class DeepSpeedConfig:
 class OptimConfig:
     lr: float = 5e-6
     weight_decay: float = 0.0
-    betas: List[float] = field(default_factory=lambda: [0.9, 0.999])
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     eps: float = 1e-8
-    scheduler: str = "cosine"             # cosine | linear | constant, per stage
+    scheduler: Scheduler = Scheduler.cosine   # cosine | linear | constant, per stage
     warmup_ratio: float = 0.0
     grad_clip: float = 1.0
     micro_batch_size: int = 1
@@ -131,8 +152,8 @@ class OptimConfig:
 @dataclass
 class TrainerConfig:
     seed: int = 42
-    max_steps: Optional[int] = None       # cap on the optimizer steps of every stage (smoke runs)
-    stop_at_step: Optional[int] = None    # stop after this global step, as a preempted job would
+    max_steps: int | None = None       # cap on the optimizer steps of every stage (smoke runs)
+    stop_at_step: int | None = None    # stop after this global step, as a preempted job would
     save_every: int = 0                   # mid-stage checkpoint every N steps (0: stage ends only)
     progress: bool = True
     loss_chunk_tokens: int = 1024         # labelled positions per chunk of LM-head logits (generative loss)
@@ -142,10 +163,10 @@ class TrainerConfig:
 class LoggerConfig:
     wandb: bool = False
     project: str = "hallucination-annotators"
-    entity: Optional[str] = None
-    mode: str = "auto"                    # auto: online with WANDB_API_KEY, else offline
-    group: Optional[str] = None
-    tags: List[str] = field(default_factory=list)
+    entity: str | None = None
+    mode: LoggerMode = LoggerMode.auto    # auto: online with WANDB_API_KEY, else offline
+    group: str | None = None
+    tags: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -160,12 +181,12 @@ class RagConfig:
 @dataclass
 class NliConfig:
     """NLI-matrix baselines: SummaC zero-shot and HaluMap (seed 003)."""
-    model: Optional[str] = None           # a local Hugging Face NLI model (e.g. deberta-large-mnli)
-    method: str = "halumap"               # summac_zs | halumap
-    score: str = "contradiction"          # halumap: contradiction (max-max) | entailment (max-mean)
+    model: str | None = None           # a local Hugging Face NLI model (e.g. deberta-large-mnli)
+    method: NliMethod = NliMethod.halumap # summac_zs | halumap
+    score: NliScore = NliScore.contradiction   # halumap: contradiction (max-max) | entailment (max-mean)
     calibrate: bool = True                # halumap: subtract the source's self-NLI background
     block_chars: int = 0                  # source segments: 0 = sentences, else blocks of ~this many chars
-    threshold: Optional[float] = None     # default: chosen on the validation split, never on test
+    threshold: float | None = None     # default: chosen on the validation split, never on test
     batch_size: int = 16
 
 
@@ -174,21 +195,34 @@ class VllmConfig:
     """eval.backend=vllm (GPU only): YaRN as in seed 000, E.1."""
     yarn: str = "auto"                    # auto (x4 Qwen / InternLM, x8 Llama) | none | a factor, e.g. "4"
     tensor_parallel_size: int = 1
-    max_model_len: Optional[int] = None
+    max_model_len: int | None = None
+
+
+@dataclass
+class BertScoreModel:
+    model: str | None = None    # a local path; None: no BERTScore for this language
+    num_layers: int = 8            # the layer bert-score reads (8 for bert-base-chinese, 17 for roberta-large)
+
+
+@dataclass
+class BertScoreConfig:
+    """ANAH's BERTScore models: bert-base-chinese (zh) and roberta-large (en), as local paths."""
+    zh: BertScoreModel = field(default_factory=lambda: BertScoreModel(None, 8))
+    en: BertScoreModel = field(default_factory=lambda: BertScoreModel(None, 17))
 
 
 @dataclass
 class EvalConfig:
-    method: str = "annotator"             # annotator (model.name_or_path / checkpoint) | rag | nli
-    backend: str = "hf"                   # generative decoding: hf (generate, batched) | vllm (gpu extra)
+    method: EvalMethod = EvalMethod.annotator  # annotator (model.name_or_path / checkpoint) | rag | nli
+    backend: Backend = Backend.hf         # generative decoding: hf (generate, batched) | vllm (gpu extra)
     vllm: VllmConfig = field(default_factory=VllmConfig)
     rag: RagConfig = field(default_factory=RagConfig)
     nli: NliConfig = field(default_factory=NliConfig)
     bertscore: BertScoreConfig = field(default_factory=BertScoreConfig)   # anah scorer only
     enabled: bool = True
     every_stage: bool = False             # also evaluate each stage's export (eval/stages/<i>-<stage>/)
-    buckets: List[str] = field(default_factory=lambda: ["S", "M", "L"])
-    max_per_bucket: Optional[int] = None  # cap per bucket, taken balanced from hallucinated and faithful
+    buckets: list[str] = field(default_factory=lambda: ["S", "M", "L"])
+    max_per_bucket: int | None = None  # cap per bucket, taken balanced from hallucinated and faithful
     max_new_tokens: int = 256
     batch_size: int = 8                   # prompts per batch: greedy decoding batches prompts of equal length
                                           # only (no padding mask), head inference pads without a mask
@@ -201,29 +235,29 @@ class EvalConfig:
 class SlurmConfig:
     """`python slurm/submit.py`: the sbatch side of a run. Everything about the run itself stays in
     the experiment's own keys (output_dir, parallel, ...), never as an sbatch flag."""
-    mode: str = "train"                   # train (torchrun on every node) | eval (job array)
+    mode: SlurmMode = SlurmMode.train     # train (torchrun on every node) | eval (job array)
     nodes: int = 1
     gpus_per_node: int = 8                # GPUs asked for, and torchrun processes per node; 0: a CPU job
-    procs_per_node: Optional[int] = None  # CPU jobs: processes per node (default 1)
+    procs_per_node: int | None = None  # CPU jobs: processes per node (default 1)
     cpus_per_task: int = 16               # CPUs of the one task per node (torchrun and its workers)
-    mem: Optional[str] = None             # e.g. 500G; None: the partition's default
+    mem: str | None = None             # e.g. 500G; None: the partition's default
     time: str = "24:00:00"
-    partition: Optional[str] = None
-    account: Optional[str] = None
-    qos: Optional[str] = None
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
     signal_seconds: int = 300             # warn this long before the limit: checkpoint and requeue
     rdzv_port: int = 29500                # c10d rendezvous port on the first node
-    setup: List[str] = field(default_factory=list)        # shell lines first (module load, conda activate)
-    checkpoints: List[str] = field(default_factory=list)  # eval: one array task per checkpoint x bucket
+    setup: list[str] = field(default_factory=list)        # shell lines first (module load, conda activate)
+    checkpoints: list[str] = field(default_factory=list)  # eval: one array task per checkpoint x bucket
     dry_run: bool = False                 # print the script instead of submitting it
 
 
 @dataclass
 class PlanConfig:
     """python -m train.plan: the GPU memory plan (also checked by the trainer on GPUs)."""
-    gpu: Optional[str] = None             # h20 | a800 | a100-40 | a100-80 | h100 | h800 | h200
-    gpu_mem_gb: Optional[float] = None    # instead of a known GPU
-    world_size: Optional[int] = None      # default the SLURM job's: slurm.nodes x processes per node
+    gpu: Gpu | None = None             # h20 | a800 | a100-40 | a100-80 | h100 | h800 | h200
+    gpu_mem_gb: float | None = None    # instead of a known GPU
+    world_size: int | None = None      # default the SLURM job's: slurm.nodes x processes per node
     max_over: float = 1.25                # the trainer refuses a run whose plan is this far over
 
 
@@ -231,8 +265,8 @@ class PlanConfig:
 class SFTConfig:
     exp_name: str = "sft"
     output_dir: str = "outputs/${exp_name}/${now:%Y-%m-%d_%H-%M-%S}"
-    resume: str = "none"                  # none | auto
-    checkpoint: Optional[str] = None      # eval/run.py: the model to evaluate (default model.name_or_path)
+    resume: Resume = Resume.none          # none | auto
+    checkpoint: str | None = None      # eval/run.py: the model to evaluate (default model.name_or_path)
     model: ModelConfig = field(default_factory=ModelConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -247,14 +281,31 @@ class SFTConfig:
     plan: PlanConfig = field(default_factory=PlanConfig)
 
 
+@dataclass
+class ScoreConfig:
+    task: Scorer = MISSING         # longnovel | anah | binary
+    gold: str = MISSING            # JSONL records of the shared schema
+    predictions: str = MISSING     # JSONL {"id", "output"} or {"id", "label"} / {"id", "probs"}
+    output_dir: str = MISSING
+    plots: bool = True
+    bertscore: BertScoreConfig = field(default_factory=BertScoreConfig)   # anah only
+
+
 def register_configs() -> None:
     ConfigStore.instance().store(name="sft_schema", node=SFTConfig)
+    ConfigStore.instance().store(name="score_schema", node=ScoreConfig)
 
 
 register_configs()
 
 
+def stage_sp_size(cfg: Any, stage: Any | None) -> int:
+    """A stage's sequence-parallel degree: its own `sp_size`, else `parallel.sp_size` (the one
+    reader of the configured degrees; `train.parallel_dims` validates them)."""
+    return stage.sp_size if stage is not None and stage.sp_size is not None else cfg.parallel.sp_size
+
+
 def to_container(cfg: Any) -> dict:
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_container(cfg, resolve=True)
+    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)

@@ -6,6 +6,8 @@ import warnings
 
 from omegaconf import DictConfig
 
+from configs.schema import stage_sp_size
+
 
 def model_short_name(cfg: DictConfig) -> str:
     """'qwen3-tiny' for embedded:qwen3-tiny, the last path component for a local model."""
@@ -16,8 +18,6 @@ def model_short_name(cfg: DictConfig) -> str:
 def run_identity(cfg: DictConfig, run_dir, job_type: str) -> dict:
     """Deterministic W&B name, group and tags: experiment / model / run directory, grouped by
     experiment and model, tagged with each stage's SP degree and sequence length, and ZeRO."""
-    from train.parallel_dims import stage_sp_size
-
     model = model_short_name(cfg)
     tags = [*cfg.logger.tags, "sp-" + "-".join(str(stage_sp_size(cfg, s)) for s in cfg.curriculum.stages),
             f"zero{cfg.deepspeed.zero_stage}",
@@ -60,13 +60,14 @@ class Tracker:
         """Scalar metrics, per-bucket / per-type tables and the predictions table of a scored run."""
         if self.run is None:
             return
+        from eval.scoring import scorer
         from eval.tables import scalars, tables
 
         try:
             import wandb
 
             logged = {f"{prefix}/{name}": wandb.Table(columns=cols, data=data)
-                      for name, (cols, data) in tables(task, metrics, rows).items()}
+                      for name, (cols, data) in tables(scorer(task), metrics, rows).items()}
             self.run.log({**scalars(metrics, prefix), **logged}, step=step)
             self.run.summary.update(scalars(metrics, prefix))
         except Exception as e:  # noqa: BLE001

@@ -1,0 +1,42 @@
+"""The README's benchmark commands, run end to end at a small size so that a crash fails the
+suite (they measure and print; no figure is asserted beyond being a measurement)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+def _run(args: list[str], timeout: int) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "still referenced after teardown" not in done.stderr
+    return done
+
+
+@pytest.mark.slow
+def test_bench_quick_runs_every_section(tmp_path):
+    out = tmp_path / "bench.json"
+    done = _run(["train.bench", "--quick", "--out", str(out)], timeout=900)
+    result = json.loads(out.read_text())
+    assert {"throughput", "padding", "inference", "zero_offload", "data"} <= set(result)
+    rates = [s["ours_tokens_per_s"] for s in result["throughput"].values()] + [
+        result["inference"]["head_samples_per_s"], result["inference"]["decode_tokens_per_s_batch8"]]
+    assert all(r > 0 for r in rates)
+    assert "| greedy decode, batch 1 / batch 8 |" in done.stdout
+
+
+@pytest.mark.slow
+def test_bench_sp_at_2k(tmp_path):
+    out = tmp_path / "bench_sp.json"
+    _run(["train.bench_sp", "--lengths", "2048", "--repeat", "1", "--out", str(out)], timeout=600)
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["length"] == 2048 and row["sp1_step_s"] > 0 and row["sp2_saved_mb_per_rank"] > 0
+
+
+@pytest.mark.slow
+def test_bench_loss_at_4k():
+    done = _run(["train.bench_loss", "--length", "4096", "--labelled", "512", "--chunk", "128"], timeout=600)
+    assert "| loss peak RSS growth at 4k, 512 labelled positions" in done.stdout
