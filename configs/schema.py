@@ -291,9 +291,23 @@ class ScoreConfig:
     bertscore: BertScoreConfig = field(default_factory=BertScoreConfig)   # anah only
 
 
+@dataclass
+class AnnotateConfig:
+    """`python -m eval.annotate`: label anyone's outputs with an exported annotator."""
+    model: str = MISSING           # an export directory (<run>/checkpoints/<i>-<stage>/hf) with annotator.json
+    input: str = MISSING           # JSONL rows {"id"?, "source" | "documents", "response", "question"?}
+    output: str = MISSING          # JSONL, one row per input row; an existing file is continued
+    backend: Backend = Backend.hf  # generative decoding: hf | vllm (gpu extra)
+    batch_size: int = 8            # prompts per inference batch (as eval.batch_size)
+    batch_tokens: int = 16384      # and at most this many tokens per batch (as eval.batch_tokens)
+    rows_per_write: int = 32       # rows annotated, then written, at a time
+    progress: bool = True
+
+
 def register_configs() -> None:
     ConfigStore.instance().store(name="sft_schema", node=SFTConfig)
     ConfigStore.instance().store(name="score_schema", node=ScoreConfig)
+    ConfigStore.instance().store(name="annotate_schema", node=AnnotateConfig)
 
 
 register_configs()

@@ -108,8 +108,14 @@ def iter_jsonl(path: str | Path, torn_tail_ok: bool = False) -> Iterator[tuple[i
     naming the file and line. With `torn_tail_ok`, a last line with no newline that does not
     parse (a writer stopped mid-row) is skipped, with a message: resumable outputs read so."""
     path = str(path)
-    with open(path, encoding="utf-8") as f:
-        lines = list(enumerate(f, start=1))
+    with open(path, "rb") as f:
+        raw = list(enumerate(f, start=1))
+    lines = []
+    for lineno, data in raw:
+        try:       # a byte-order mark at the start of the file is not part of the first row
+            lines.append((lineno, data.decode("utf-8-sig" if lineno == 1 else "utf-8")))
+        except UnicodeDecodeError as e:
+            raise RecordError(f"not UTF-8: byte {data[e.start]:#04x} at column {e.start + 1}", path, lineno) from None
     for lineno, text in lines:
         if not text.strip():
             continue

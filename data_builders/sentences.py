@@ -20,14 +20,24 @@ def _cuts(line: str, language: str) -> list[int]:
     return cuts
 
 
-def split_sentences(text: str, language: str) -> list[str]:
-    """Sentences of `text`; closing quotes stay with their sentence. Newlines always split."""
-    out = []
-    for line in text.splitlines():
+def sentence_spans(text: str, language: str) -> list[tuple[int, int]]:
+    """[start, end) character offsets of the sentences of `text` (`text[start:end]` is the
+    sentence, surrounding white space excluded); closing quotes stay with their sentence and
+    newlines always split."""
+    spans, offset = [], 0
+    for line in text.splitlines(keepends=True):
+        body = line.splitlines()[0] if line.splitlines() else ""
         start = 0
-        for cut in _cuts(line, language) + [len(line)]:
-            piece = line[start:cut].strip()
-            if piece:
-                out.append(piece)
+        for cut in _cuts(body, language) + [len(body)]:
+            piece = body[start:cut]
+            if piece.strip():
+                lead = len(piece) - len(piece.lstrip())
+                spans.append((offset + start + lead, offset + start + len(piece.rstrip())))
             start = cut
-    return out
+        offset += len(line)
+    return spans
+
+
+def split_sentences(text: str, language: str) -> list[str]:
+    """Sentences of `text` (see `sentence_spans`)."""
+    return [text[a:b] for a, b in sentence_spans(text, language)]

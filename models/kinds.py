@@ -10,12 +10,14 @@ from dataclasses import dataclass
 
 from data_builders.choices import TaskKind
 from data_builders.collate import (
+    HEAD_LABELS,
     IGNORE_INDEX,
     collate,
     collate_classification,
     encode_classification,
     encode_sample,
 )
+from data_builders.schema import SENTENCE_TYPES
 from models.builders import load_causal_lm
 from models.generate import greedy_batch, head_probs_batch
 from models.heads import PooledClassifier, load_classifier
@@ -36,6 +38,7 @@ class Kind:
     loss_sum: Callable         # (engine or module, batch, task, sp_rank, **sp kwargs) -> summed loss tensor
     targets: Callable          # (this rank's batch, samples in it, sp_rank) -> how many targets it counts
     predict: Callable          # (module, tokenizer, prompts of token ids, max_new_tokens) -> rows
+    labels: Callable           # task -> the names of what it tells apart
 
 
 def _lm_targets(batch: dict, n_samples: int, sp_rank: int) -> int:
@@ -56,7 +59,8 @@ KINDS: dict[str, Kind] = {
         for_training=lambda module, chunk_tokens: ResponseLM(module, chunk_tokens),
         loss_sum=lambda model, batch, task, sp_rank, **kw: token_loss_sum(model, batch, **kw)[0],
         targets=_lm_targets,
-        predict=lambda model, tok, prompts, new: [{"output": o} for o in greedy_batch(model, tok, prompts, new)]),
+        predict=lambda model, tok, prompts, new: [{"output": o} for o in greedy_batch(model, tok, prompts, new)],
+        labels=lambda task: SENTENCE_TYPES if task.scorer == "anah" else HEAD_LABELS["binary"]),
     TaskKind.discriminative: Kind(
         name="discriminative", generates=False,
         encode=lambda rec, tok, task: encode_classification(rec, tok, task.template, task.head),
@@ -66,7 +70,8 @@ KINDS: dict[str, Kind] = {
         for_training=lambda module, chunk_tokens: module,
         loss_sum=lambda model, batch, task, sp_rank, **kw: classifier_loss_sum(model, batch, task, sp_rank, **kw)[0],
         targets=_head_targets,
-        predict=lambda model, tok, prompts, new: [{"probs": p} for p in head_probs_batch(model, prompts)]),
+        predict=lambda model, tok, prompts, new: [{"probs": p} for p in head_probs_batch(model, prompts)],
+        labels=lambda task: HEAD_LABELS[task.head]),
 }
 
 

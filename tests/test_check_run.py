@@ -30,3 +30,14 @@ def test_anah_runs_are_checked_against_the_majority_class_and_every_gold_type():
     assert score_problems(constant, None, None, 0.15, type_recall_above=0) == [
         "recall of contradictory 0.0 <= 0 (n=21)", "recall of no_fact 0.0 <= 0 (n=24)",
         "recall of unverifiable 0.0 <= 0 (n=3)", "accuracy 0.673469387755102 < majority class 0.6735 + 0.15"]
+
+
+def test_an_annotator_that_answers_nothing_or_one_thing_fails():
+    from train.check_run import degenerate_problems
+
+    assert degenerate_problems([{"pred": None}] * 10) == ["every answer is unparseable (10 of 10)"]
+    assert degenerate_problems([{"pred": 0}, {"pred": 0}, {"pred": None}]) == [
+        "the annotator gave the same answer (0) to every record it answered (2 of 3; 1 unparseable)"]
+    assert degenerate_problems([{"pred": "none"}] * 4) == [
+        "the annotator gave the same answer ('none') to every record it answered (4 of 4)"]
+    assert degenerate_problems([{"pred": 1}, {"pred": 0}, {"pred": None}]) == []

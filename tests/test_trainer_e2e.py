@@ -72,7 +72,8 @@ def test_run_directory_contract(uninterrupted):
 def test_check_run_accepts_the_run_and_names_what_breaks_it(uninterrupted, tmp_path, capsys):
     from train.check_run import main as check_run
 
-    assert check_run([str(uninterrupted), "--min-held-out", "4", "--max-parse-failures", "1.0"]) == 0
+    assert check_run([str(uninterrupted), "--min-held-out", "4", "--max-parse-failures", "1.0",
+                      "--allow-degenerate"]) == 0
     assert check_run([str(uninterrupted), "--min-held-out", "5"]) == 1
     assert "4 held-out records scored, fewer than 5" in capsys.readouterr().out
     broken = tmp_path / "runs" / "b"

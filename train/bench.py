@@ -7,8 +7,8 @@ PyTorch loop (same model, data, batch 1, fp32) at 2k and 16k; the padded fractio
 batches with packing off and on; sequence parallelism at 16k / 32k (train.bench_sp); ZeRO-3
 step time with and without CPU offload; peak memory of the generative loss at 32k with a
 151,936-token vocabulary, all logits at once against chunks (train.bench_loss); LongNovel
-samples built per second; records scored per second; discriminative inference samples/s and
-greedy decode tokens/s.
+samples built per second; records scored per second; discriminative inference samples/s,
+greedy decode tokens/s, and `eval.annotate` rows/s.
 """
 from __future__ import annotations
 
@@ -222,6 +222,35 @@ def inference(data_dir: Path, n: int = 48, new_tokens: int = 64) -> dict:
     return out
 
 
+def annotation(data_dir: Path, work: Path, n: int = 8, new_tokens: int = 64) -> dict:
+    """`eval.annotate`'s rows/s on S-bucket (2k) records, sentence by sentence as the demos judge
+    them: the embedded tiny model exported as a generative annotator (answers cut at `new_tokens`)
+    and as a binary head (its head untrained: speed does not depend on the weights)."""
+    import shutil
+
+    from data_builders.schema import read_records
+    from eval.annotate import Annotator
+    from models.builders import resolve_model_path
+    from models.export_spec import AnnotatorSpec
+
+    torch.set_num_threads(CORES)
+    rows = [{"id": r["id"], "source": r["source"], "response": r["response"]}
+            for r in read_records(data_dir / "train.jsonl") if r["length_bucket"] == "S"][:n]
+    out = {"rows": len(rows), "sentences_per_row": statistics.mean(r["response"].count("。") for r in rows)}
+    for kind, head, labels in (("generative", "binary", ["faithful", "hallucinated"]),
+                               ("discriminative", "binary", ["faithful", "hallucinated"])):
+        export = work / f"annotator_{kind}"
+        if not export.exists():
+            shutil.copytree(resolve_model_path("embedded:qwen3-tiny"), export)
+        AnnotatorSpec(kind, head, "sentence_check", 3, "longnovel", "zh", 2048, new_tokens, labels,
+                      threshold=0.5 if kind == "discriminative" else None).save(export)
+        annotator = Annotator.load(export)
+        t0 = time.perf_counter()
+        annotator.annotate_rows(rows)
+        out[f"{kind}_rows_per_s"] = len(rows) / (time.perf_counter() - t0)
+    return out
+
+
 TARGETS = {
     "throughput ratio (ours / plain) at 2k and 16k": ">= 1.0",
     "padded fraction with packing": "<= 0.02",
@@ -259,6 +288,11 @@ def table(r: dict) -> str:
     lines.append(f"| discriminative head inference | {i['head_samples_per_s']:.1f} samples/s | - |")
     lines.append(f"| greedy decode, batch 1 / batch 8 | {i['decode_tokens_per_s_batch1']:.0f} / "
                  f"{i['decode_tokens_per_s_batch8']:.0f} tokens/s | - |")
+    if "annotation" in r:
+        a = r["annotation"]
+        lines.append(f"| eval.annotate at 2k, sentence by sentence ({a['sentences_per_row']:.0f} sentences a row): "
+                     f"binary head / generative (answers cut at 64 tokens) | {a['discriminative_rows_per_s']:.2f} / "
+                     f"{a['generative_rows_per_s']:.2f} rows/s | - |")
     return "\n".join(lines)
 
 
@@ -274,6 +308,7 @@ def run(quick: bool) -> dict:
         sections = [("throughput", lambda: throughput(work, steps, long_steps)),
                     ("padding", lambda: padding(_data_dir(work))),
                     ("inference", lambda: inference(_data_dir(work))),
+                    ("annotation", lambda: annotation(_data_dir(work), work)),
                     ("zero_offload", lambda: zero_offload(work, steps)),
                     ("data", data_and_scoring)]
         if not quick:

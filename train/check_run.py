@@ -88,6 +88,22 @@ def score_problems(metrics: dict, min_mcc: float | None, max_parse_failures: flo
     return problems
 
 
+def degenerate_problems(rows: list[dict]) -> list[str]:
+    """A run whose annotator is useless whatever its scores say: no answer could be read, or it
+    gave the same answer to every record (`eval/predictions.parsed.jsonl`, `pred` None when unreadable)."""
+    preds = [r.get("pred") for r in rows]
+    if not preds:
+        return []
+    if all(p is None for p in preds):
+        return [f"every answer is unparseable ({len(preds)} of {len(preds)})"]
+    read = [p for p in preds if p is not None]
+    if len(preds) > 1 and len({json.dumps(p) for p in read}) == 1:
+        rest = f"; {len(preds) - len(read)} unparseable" if len(read) < len(preds) else ""
+        return [f"the annotator gave the same answer ({read[0]!r}) to every record it answered "
+                f"({len(read)} of {len(preds)}{rest})"]
+    return []
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("run_dir", type=Path, help="a run directory, or with --latest the directory holding runs")
@@ -96,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-mcc", type=float)
     p.add_argument("--max-parse-failures", type=float, help="largest share of unparseable outputs, e.g. 0.05")
     p.add_argument("--min-acc-over-majority", type=float, help="ANAH: accuracy above the majority class, e.g. 0.15")
+    p.add_argument("--allow-degenerate", action="store_true",
+                   help="accept a run whose answers are all unparseable or all the same (smoke runs)")
     p.add_argument("--type-recall-above", type=float,
                    help="every hallucination type's (ANAH: every gold type's) recall must exceed this, e.g. 0")
     args = p.parse_args(argv)
@@ -112,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         problems += score_problems(json.loads(metrics_path.read_text(encoding="utf-8")), args.min_mcc,
                                    args.max_parse_failures, args.min_acc_over_majority, args.min_held_out,
                                    args.type_recall_above)
+    parsed = run_dir / "eval" / "predictions.parsed.jsonl"
+    if parsed.is_file() and not args.allow_degenerate:
+        problems += degenerate_problems(read_jsonl(parsed))
     for line in problems:
         print(f"FAIL {line}")
     print(f"{run_dir}: {'all checks hold' if not problems else f'{len(problems)} check(s) failed'}")

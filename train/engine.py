@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 
 from models.annotator import hf_model, load_annotator
 from models.builders import torch_dtype
+from models.export_spec import AnnotatorSpec, write_model_card
 from models.heads import PooledClassifier
 from models.kinds import kind_of
 from models.lora import merged_copy
@@ -146,8 +147,10 @@ def consolidated_state_dict(engine, zero_stage: int) -> dict:
     return engine.module.state_dict()
 
 
-def export_hf(engine, cfg: DictConfig, weights_dir: str, tokenizer, out_dir: Path, is_main: bool) -> None:
-    """Write a `from_pretrained`-loadable model + tokenizer, atomically (tmp dir, then rename).
+def export_hf(engine, cfg: DictConfig, weights_dir: str, tokenizer, out_dir: Path, is_main: bool,
+              spec: AnnotatorSpec | None = None) -> None:
+    """Write a `from_pretrained`-loadable model + tokenizer, and with `spec` its `annotator.json`
+    and model card, atomically (tmp dir, then rename).
 
     With LoRA, rank 0 loads the weights the stage started from, merges the trained adapters
     into them, and writes the merged model.
@@ -166,6 +169,9 @@ def export_hf(engine, cfg: DictConfig, weights_dir: str, tokenizer, out_dir: Pat
     else:
         hf_model(engine.module).save_pretrained(tmp, state_dict=state, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
+    if spec is not None:
+        spec.save(tmp)
+        write_model_card(tmp, spec)
     if out_dir.exists():
         shutil.rmtree(out_dir)
     os.rename(tmp, out_dir)

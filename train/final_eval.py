@@ -11,16 +11,28 @@ from eval.predict import select_eval_records
 from eval.predictors import AnnotatorPredictor, Shard
 from eval.report import write_eval
 from eval.scoring import score_records, scorer
+from models.export_spec import SPEC_FILE, AnnotatorSpec, write_model_card
 from train.distributed import DistInfo, all_gather_objects
 
 
 def _store_threshold(hf_dir: str, predictor: AnnotatorPredictor) -> None:
-    """Write a threshold chosen on validation into the export's config.json, so that every later
-    evaluation of this model (eval/run.py, vLLM, a user's own code) applies the same one."""
+    """Write a threshold chosen on validation into the export's config.json and annotator.json, so
+    that every later use of this model (eval/run.py, eval.annotate, vLLM, a user's own code)
+    applies the same one."""
     config = AutoConfig.from_pretrained(hf_dir)
     config.decision_threshold = predictor.threshold
     config.decision_threshold_source = predictor.threshold_source
     config.save_pretrained(hf_dir)
+    if (Path(hf_dir) / SPEC_FILE).exists():
+        spec = AnnotatorSpec.load(hf_dir)
+        spec.threshold, spec.threshold_source = predictor.threshold, predictor.threshold_source
+        spec.save(hf_dir)
+
+
+def _card_with_scores(hf_dir: str, markdown: list[str]) -> None:
+    """The export's model card, now with its held-out table (the run's own test split)."""
+    if (Path(hf_dir) / SPEC_FILE).exists():
+        write_model_card(hf_dir, AnnotatorSpec.load(hf_dir), "\n".join(markdown))
 
 
 def evaluate_export(cfg: DictConfig, hf_dir: str, records_by_split: dict[str, list[dict]], out_dir: Path,
@@ -42,4 +54,5 @@ def evaluate_export(cfg: DictConfig, hf_dir: str, records_by_split: dict[str, li
     if predictor.threshold is not None:
         metrics["decision_threshold"] = predictor.threshold
     write_eval(out_dir, scorer(cfg.task.scorer), metrics, scored)
+    _card_with_scores(hf_dir, scorer(cfg.task.scorer).markdown(metrics))
     return metrics

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from data_builders.sources import DataError
 from eval.report import read_rows
 from eval.tracking import Tracker
 from models.builders import load_tokenizer, resolve_model_path
+from models.export_spec import AnnotatorSpec
+from models.kinds import kind_of
 from train.checkpoint import ResumePoint, find_resume_point, mark_stage_done, stage_dir, stage_weights
 from train.data import plan_stage, prepare_records, stage_grad_accum, stage_samples
 from train.distributed import DistInfo, barrier, broadcast_object
@@ -138,7 +141,7 @@ def _run_one_stage(run: Run, index: int, stage: DictConfig, start_step: int, glo
     global_step, stopped = run_stage(engine, samples, plan, ctx, start_step, global_step)
     if not stopped:
         export_hf(engine, cfg, start_weights, run.tokenizer, stage_dir(run_dir, index, stage.name) / "hf",
-                  info.is_main)
+                  info.is_main, annotator_spec(cfg, stage, run.train_records))
         barrier()
         if info.is_main:
             mark_stage_done(run_dir, index, stage.name, global_step)
@@ -153,6 +156,19 @@ def _run_one_stage(run: Run, index: int, stage: DictConfig, start_step: int, glo
     del engine
     gc.collect()
     return global_step, stopped
+
+
+def annotator_spec(cfg: DictConfig, stage: DictConfig, train_records: list[dict]) -> AnnotatorSpec:
+    """What a stage's export needs for inference (`annotator.json`); the final evaluation adds
+    the decision threshold."""
+    languages = Counter(r.get("language") or "zh" for r in train_records)
+    t = cfg.task
+    return AnnotatorSpec(
+        kind=str(t.kind), head=str(t.head), template=t.template, evidence_sentences=t.evidence_sentences,
+        scorer=str(t.scorer), language=languages.most_common(1)[0][0] if languages else "zh",
+        max_seq_len=stage.max_seq_len, max_new_tokens=cfg.eval.max_new_tokens,
+        labels=list(kind_of(t).labels(t)), base_model=str(cfg.model.name_or_path), stage=stage.name,
+        training={"source": str(cfg.data.source), "records": len(train_records)})
 
 
 def _write_stage_summary(run_dir: Path, index: int, name: str, skipped: int, steps: int) -> None:

@@ -1,0 +1,238 @@
+"""Label anyone's outputs with a trained annotator, from its export alone.
+
+    python -m eval.annotate model=EXPORT_DIR input=IN.jsonl output=OUT.jsonl
+
+Input rows: `{"id"?, "source" | "documents", "response", "question"?}` (records of the schema are
+accepted too; their labels are ignored). One output row per input row, in input order:
+`label` (`hallucinated` / `faithful`, or the ANAH type), `score` (a head's probability), `spans`
+(the flagged sentences as `[start, end)` offsets into the response, in Python string indices,
+with `text` and, where the annotator names one, `type`), a generative annotator's `correction`
+and `reason`, and `unparseable: true` with the `raw` text when its answer cannot be read.
+
+Rows are written as they are annotated; run it again with the same output to continue. The
+Python API is `Annotator.load(EXPORT_DIR)`, then `.annotate(source, response)` or
+`.annotate_rows(rows)`. Predictions go through `eval.predictors.AnnotatorPredictor`, the path of
+`eval/run.py` and of the trainer's final evaluation.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+import configs.schema  # noqa: F401  (registers the schemas)
+from configs.schema import SFTConfig
+from data_builders.anah import SourceIndex
+from data_builders.collate import prompt_ids
+from data_builders.schema import RecordError, iter_jsonl, read_jsonl_to_append
+from data_builders.sentences import sentence_spans
+from data_builders.user_errors import reports_user_errors
+from eval.parsers import parse_longnovel_verdict
+from eval.predictions import anah_decision, binary_decision
+from eval.predictors import AnnotatorPredictor
+from eval.thresholds import is_hallucinated
+from models.export_spec import AnnotatorSpec
+
+TASKS = ("summarization", "qa", "nli", "dialogue")
+
+
+@dataclass
+class Annotator:
+    spec: AnnotatorSpec
+    predictor: AnnotatorPredictor
+
+    @classmethod
+    def load(cls, path: str | Path, backend: str = "hf", batch_size: int = 8, batch_tokens: int = 16384,
+             progress: bool = False) -> Annotator:
+        """The annotator exported in `path` (`annotator.json` says how it reads its inputs)."""
+        spec = AnnotatorSpec.load(path)
+        cfg = OmegaConf.merge(OmegaConf.structured(SFTConfig), {
+            "checkpoint": str(path), "model": {"name_or_path": str(path)},
+            "task": {"kind": spec.kind, "head": spec.head, "template": spec.template, "scorer": spec.scorer,
+                     "evidence_sentences": spec.evidence_sentences},
+            "eval": {"backend": backend, "max_new_tokens": spec.max_new_tokens, "batch_size": batch_size,
+                     "batch_tokens": batch_tokens}})
+        predictor = AnnotatorPredictor(cfg, path=str(path), progress=False)
+        predictor.prepare({})
+        return cls(spec, predictor)
+
+    def annotate(self, source: str, response: str, question: str | None = None) -> dict:
+        """One (source, response) pair; the same dict as an output row of the command."""
+        row = {"source": source, "response": response, **({"question": question} if question else {})}
+        return self.annotate_rows([row])[0]
+
+    def annotate_rows(self, rows: Iterable[dict], where: str = "row") -> list[dict]:
+        """Output rows for input rows (validated as the command validates them)."""
+        records = [self.record(row, f"{where} {i + 1}", f"r{i}") for i, row in enumerate(rows)]
+        predicted = self.predictor.rows(records, progress=False)
+        return [self.output_row(rec, pred) for rec, pred in zip(records, predicted)]
+
+    def record(self, row: dict, where: str, key: str) -> dict:
+        """A schema record for one input row; `key` keeps rows apart whatever ids they carry."""
+        source = row.get("source")
+        if source is None and isinstance(row.get("documents"), list):
+            source = "\n".join(row["documents"])
+        language = row.get("language") or self.spec.language
+        rec = {"id": key, "user_id": row.get("id"), "task": row["task"] if row.get("task") in TASKS else
+               ("qa" if row.get("question") else "summarization"), "language": language, "source": source,
+               "response": row["response"], "meta": dict(row.get("meta") or {})}
+        if row.get("question"):
+            rec["question"] = row["question"]
+        if self.spec.scorer == "anah" and not rec["meta"].get("window"):   # as ANAH's builders retrieve it
+            rec["meta"]["window"] = SourceIndex(source, language).window(rec["response"])
+        if not self.spec.evidence_sentences:
+            n = len(prompt_ids(rec, self.predictor.tokenizer, self.spec.template))
+            if n > self.spec.max_seq_len:
+                raise ValueError(f"{where}: the prompt is {n:,} tokens, over this annotator's trained length "
+                                 f"max_seq_len={self.spec.max_seq_len:,} (annotator.json); it is never cut: shorten "
+                                 "the source, or use a sentence-level annotator (task.evidence_sentences)")
+        return rec
+
+    def output_row(self, rec: dict, pred: dict) -> dict:
+        out = {"id": rec["user_id"] if rec["user_id"] is not None else rec["id"]}
+        if self.spec.scorer == "anah":
+            return out | self._anah(rec, pred)
+        return out | self._binary(rec, pred)
+
+    def _anah(self, rec: dict, pred: dict) -> dict:
+        ann = anah_decision(pred)
+        if ann is None:
+            return {"label": None, "spans": [], "unparseable": True, "raw": pred.get("output")}
+        out = {"label": ann.type}
+        if "probs" in pred:
+            out["score"] = max(pred["probs"])
+        flagged = ann.type in ("contradictory", "unverifiable")
+        out["spans"] = [_span(rec["response"], 0, len(rec["response"]), ann.type)] if flagged else []
+        if "output" in pred:
+            out |= {"reference": ann.reference, "correction": ann.correction}
+        return out
+
+    def _binary(self, rec: dict, pred: dict) -> dict:
+        label, _ = binary_decision(pred)
+        if label is None:
+            return {"label": None, "spans": [], "unparseable": True, "raw": pred.get("output")}
+        out = {"label": "hallucinated" if label else "faithful"}
+        if "probs" in pred:
+            out["score"] = pred["probs"][1]
+        verdict = parse_longnovel_verdict(pred.get("output")) if "output" in pred else None
+        detail = next((d for d in verdict.details if isinstance(d, dict)), {}) if verdict else {}
+        out["spans"] = self._flagged(rec, pred, detail) if label else []
+        if label and verdict is not None:
+            out |= {"correction": detail.get("corrected_content"), "reason": detail.get("reason")}
+        return out
+
+    def _flagged(self, rec: dict, pred: dict, detail: dict) -> list[dict]:
+        """The sentences the annotator flags: sentence by sentence, every sentence it judges
+        hallucinated; from the whole source, the sentence its verdict names, where the response has it."""
+        response, kind = rec["response"], detail.get("hallucination_type")
+        spans = sentence_spans(response, rec["language"])
+        texts = [response[a:b] for a, b in spans]
+        if "sentence_probs" in pred:       # the flagged (most suspicious) sentence, and any other over the threshold
+            t, worst = self.predictor.threshold, texts.index(pred["flagged_sentence"])
+            return [_span(response, *spans[i]) for i, p in enumerate(pred["sentence_probs"])
+                    if i == worst or is_hallucinated(p, t)]
+        if "sentence_labels" in pred:
+            chosen = texts.index(pred["flagged_sentence"])
+            return [_span(response, *spans[i], kind if i == chosen else None)
+                    for i, label in enumerate(pred["sentence_labels"]) if label == 1]
+        named = detail.get("hallucinated_sentence")
+        start = response.find(named) if isinstance(named, str) and named else -1
+        return [_span(response, start, start + len(named), kind)] if start >= 0 else []
+
+
+def _span(response: str, start: int, end: int, kind: str | None = None) -> dict:
+    return {"start": start, "end": end, "text": response[start:end], **({"type": kind} if kind else {})}
+
+
+# ---------------------------------------------------------------- the command
+
+def read_rows(path: Path) -> list[tuple[int, dict]]:
+    """(line, row) of every input row, each checked for what annotation needs."""
+    rows = []
+    for line, row in iter_jsonl(path):
+        if not isinstance(row, dict):
+            raise RecordError(f"expected a JSON object, found {type(row).__name__}", str(path), line)
+        response = row.get("response")
+        if not isinstance(response, str) or not response.strip():
+            raise RecordError("expected a non-empty string", str(path), line, "response")
+        has_docs = isinstance(row.get("documents"), list) and all(isinstance(d, str) for d in row["documents"])
+        if not (isinstance(row.get("source"), str) and row["source"].strip()) and not has_docs:
+            raise RecordError("expected a non-empty `source` string or a `documents` list of strings", str(path),
+                              line, "source")
+        rows.append((line, row))
+    if not rows:
+        raise RecordError("no rows: the file is empty", str(path), None)
+    return rows
+
+
+def _done(output: Path, rows: list[tuple[int, dict]], input_path: Path) -> int:
+    """How many rows an earlier run wrote; they must be the first rows of this input."""
+    written = read_jsonl_to_append(output)
+    for k, out in enumerate(written):
+        if k >= len(rows) or out.get("id") != (rows[k][1].get("id", f"r{k}")):
+            raise ValueError(f"output={output}: row {k + 1} ({out.get('id')!r}) is not row {k + 1} of "
+                             f"input={input_path}; use another output file")
+    return len(written)
+
+
+def annotate_file(cfg: DictConfig) -> tuple[int, int]:
+    """Annotate `cfg.input` into `cfg.output`, continuing after the rows already there; returns
+    (rows written now, rows in all)."""
+    input_path, output = Path(cfg.input), Path(cfg.output)
+    if not input_path.is_file():
+        raise FileNotFoundError(f"input={cfg.input}: expected a JSONL file, found none")
+    if not output.parent.is_dir():
+        raise FileNotFoundError(f"output={cfg.output}: its directory {output.parent} does not exist")
+    rows = read_rows(input_path)
+    annotator = Annotator.load(cfg.model, cfg.backend, cfg.batch_size, cfg.batch_tokens)
+    done = _done(output, rows, input_path)
+    todo = rows[done:]
+    with open(output, "a", encoding="utf-8") as f, tqdm(total=len(rows), initial=done, desc="annotate",
+                                                          unit="row", disable=not cfg.progress) as bar:
+        for chunk in _chunks(todo, cfg.rows_per_write):
+            records = [annotator.record(row, f"{input_path}:{line}", f"r{done + i}")
+                       for i, (line, row) in enumerate(chunk)]
+            for rec, pred in zip(records, annotator.predictor.rows(records, progress=False)):
+                out = annotator.output_row(rec, pred)     # a row without an id is r<k>, its place in the input
+                f.write(json.dumps(out, ensure_ascii=False) + "\n")
+            f.flush()
+            done += len(chunk)
+            bar.update(len(chunk))
+    check_output(rows, output)
+    return len(todo), len(rows)
+
+
+def check_output(rows: list[tuple[int, dict]], output: Path) -> None:
+    """The contract of the output file: one row per input row, in input order, and every span
+    `[start, end)` indexing its response (`text` is what it covers)."""
+    written = read_jsonl_to_append(output)
+    if len(written) != len(rows):
+        raise RuntimeError(f"{output}: {len(written)} rows for {len(rows)} input rows")
+    for k, ((line, row), out) in enumerate(zip(rows, written)):
+        if out["id"] != row.get("id", f"r{k}"):
+            raise RuntimeError(f"{output}:{k + 1}: id {out['id']!r} for input line {line} ({row.get('id')!r})")
+        for span in out["spans"]:
+            if row["response"][span["start"]:span["end"]] != span["text"]:
+                raise RuntimeError(f"{output}:{k + 1}: span {span} does not index the response")
+
+
+def _chunks(items: list, size: int) -> Iterator[list]:
+    for k in range(0, len(items), size):
+        yield items[k:k + size]
+
+
+@hydra.main(config_path="../configs/annotate", config_name="annotate", version_base="1.3")
+@reports_user_errors("eval.annotate")
+def main(cfg: DictConfig) -> None:
+    written, total = annotate_file(cfg)
+    print(f"{cfg.output}: {written} rows annotated now, {total} in all; one row per input row, every span "
+          "indexes its response")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""What a stage export (`checkpoints/<i>-<stage>/hf/`) carries beside its weights so that it can
+be used on its own: `annotator.json` (everything inference needs) and a model card `README.md`.
+
+`python -m eval.annotate model=EXPORT_DIR ...` and `eval.annotate.Annotator.load` read it; a
+directory without it is refused with an error that names the file.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from pathlib import Path
+
+SPEC_FILE = "annotator.json"
+CARD_FILE = "README.md"
+FORMAT = 1
+
+
+class ExportError(ValueError):
+    pass
+
+
+@dataclass
+class AnnotatorSpec:
+    kind: str                           # task.kind: generative | discriminative
+    head: str                           # task.head (discriminative)
+    template: str                       # task.template, with its +marks cue when it has one
+    evidence_sentences: int             # > 0: each response sentence against its k best source sentences
+    scorer: str                         # task.scorer: how its answers read (longnovel | anah | binary)
+    language: str                       # the language of its training records
+    max_seq_len: int                    # the longest prompt it was trained on (whole-source: a longer one is refused)
+    max_new_tokens: int                 # generative: the answer budget
+    labels: list[str]                   # what it tells apart
+    threshold: float | None = None      # binary head: the decision threshold
+    threshold_source: str | None = None
+    base_model: str = ""
+    stage: str = ""
+    training: dict = field(default_factory=dict)   # data.source, records
+    format: int = FORMAT
+
+    def save(self, directory: str | Path) -> None:
+        (Path(directory) / SPEC_FILE).write_text(json.dumps(asdict(self), indent=2, ensure_ascii=False) + "\n",
+                                                 encoding="utf-8")
+
+    @classmethod
+    def load(cls, directory: str | Path) -> AnnotatorSpec:
+        path = Path(directory) / SPEC_FILE
+        if not Path(directory).is_dir():
+            raise ExportError(f"model={directory}: expected an annotator export directory, found none")
+        if not path.is_file():
+            raise ExportError(f"model={directory}: not an annotator export: {SPEC_FILE} is missing (exports written "
+                              "by train/sft.py carry it: <run>/checkpoints/<i>-<stage>/hf)")
+        data = json.loads(path.read_text(encoding="utf-8"))
+        known = {f.name for f in fields(cls)}
+        missing = [f.name for f in fields(cls) if f.name not in data and f.default is MISSING
+                   and f.default_factory is MISSING]
+        if missing or data.get("format") != FORMAT:
+            raise ExportError(f"{path}: expected format {FORMAT} with fields {sorted(known)}; missing {missing}, "
+                              f"format {data.get('format')!r}")
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def write_model_card(directory: str | Path, spec: AnnotatorSpec, held_out: str | None = None) -> None:
+    """The export's README.md: what it is, what it was trained on, how it scored, how to run it."""
+    lines = [f"# Hallucination annotator: {spec.kind}" + (f" ({spec.head} head)" if spec.kind == "discriminative"
+                                                          else ""), "",
+             f"- base model: `{spec.base_model}`; curriculum stage `{spec.stage}`",
+             f"- training data: `{spec.training.get('source', '?')}`, {spec.training.get('records', '?')} records "
+             f"({spec.language})",
+             f"- prompt: `{spec.template}`" + (f", sentence by sentence against the {spec.evidence_sentences} "
+                                               "best-matching source sentences" if spec.evidence_sentences else
+                                               f", the whole source (at most {spec.max_seq_len:,} tokens)"),
+             f"- labels: {', '.join(spec.labels)}"]
+    if spec.threshold is not None:
+        lines.append(f"- decision threshold: {spec.threshold:.4f} ({spec.threshold_source})")
+    lines += ["", "## Held-out evaluation", "",
+              held_out.strip() if held_out else "Not evaluated at this stage (the run's final export carries it).",
+              "", "## Use", "", "```bash",
+              "python -m eval.annotate model=THIS_DIR input=IN.jsonl output=OUT.jsonl", "```", "",
+              "Input rows: `{\"id\"?, \"source\" | \"documents\", \"response\", \"question\"?}`. "
+              f"Everything the annotator needs is in `{SPEC_FILE}`."]
+    (Path(directory) / CARD_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -1,0 +1,156 @@
+"""`python -m eval.annotate`: a trained export labels anyone's outputs, the same way `eval/run.py`
+scores it; offsets index the responses; interrupted runs continue; bad input gives one line."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from eval.annotate import Annotator
+from models.export_spec import SPEC_FILE, AnnotatorSpec, ExportError
+from tests.conftest import REPO, torchrun
+
+SMALL = ["parallel=none", "trainer.progress=false", "logger.wandb=false", "data.corpus.n_books=4",
+         "data.corpus.units_per_book=10", "data.corpus.unit_chars_min=250", "data.corpus.unit_chars_max=350",
+         "data.corpus.test_books=1", "data.bucket_budgets.M=4096", "optim.micro_batch_size=4",
+         "curriculum.stages=[{name: s2k, bucket: S, max_seq_len: 2048, max_steps: 3},"
+         "{name: s4k, bucket: M, max_seq_len: 4096, max_steps: 2}]",
+         "eval.buckets=[S,M]", "eval.max_per_bucket=3", "eval.max_new_tokens=24"]
+EXPORT = ("checkpoints", "1-s4k", "hf")
+
+
+def _run(args: list[str], timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module", params=["longnovel_discriminative_demo", "longnovel_curriculum_demo"])
+def trained(request, tmp_path_factory):
+    """A run of a demo at a small size, and eval/run.py's scores of its export."""
+    run = tmp_path_factory.mktemp(request.param)
+    proc = torchrun(2, [f"+exp={request.param}", *SMALL, f"output_dir={run}"])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    scored = run / "eval_run"
+    proc = _run([str(REPO / "eval" / "run.py"), f"+exp={request.param}", *SMALL, "data.source=records",
+                 f"data.root={run / 'data'}", f"checkpoint={run.joinpath(*EXPORT)}", f"output_dir={scored}"])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return run, scored
+
+
+def _unlabelled(gold_path, out_path) -> list[dict]:
+    rows = [{"id": r["id"], "source": r["source"], "response": r["response"]}
+            for r in map(json.loads, gold_path.read_text(encoding="utf-8").splitlines())]
+    out_path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return rows
+
+
+def _annotate(export, inp, out, *extra) -> subprocess.CompletedProcess:
+    return _run(["-m", "eval.annotate", f"model={export}", f"input={inp}", f"output={out}", "progress=false", *extra])
+
+
+@pytest.mark.slow
+def test_annotate_agrees_with_eval_run_and_offsets_index_the_responses(trained, tmp_path):
+    run, scored = trained
+    rows = _unlabelled(scored / "gold.jsonl", tmp_path / "in.jsonl")
+    proc = _annotate(run.joinpath(*EXPORT), tmp_path / "in.jsonl", tmp_path / "out.jsonl")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [o["id"] for o in out] == [r["id"] for r in rows]
+    parsed = {r["id"]: r for r in map(json.loads, (scored / "scores" / "predictions.parsed.jsonl").read_text()
+                                     .splitlines())}
+    raw = {r["id"]: r for r in map(json.loads, (scored / "predictions.jsonl").read_text().splitlines())}
+    for o, r in zip(out, rows):
+        want = {1: "hallucinated", 0: "faithful", None: None}[parsed[o["id"]]["pred"]]
+        assert o["label"] == want, o
+        for span in o["spans"]:
+            assert r["response"][span["start"]:span["end"]] == span["text"] and span["text"].strip()
+        if o["label"] == "hallucinated" and raw[o["id"]].get("flagged_sentence"):
+            assert raw[o["id"]]["flagged_sentence"] in [s["text"] for s in o["spans"]]
+    spec = AnnotatorSpec.load(run.joinpath(*EXPORT))
+    assert spec.evidence_sentences == 3 and spec.template == "sentence_check" and spec.max_seq_len == 4096
+    card = (run.joinpath(*EXPORT) / "README.md").read_text()
+    assert "## Held-out evaluation" in card and "| overall |" in card and "python -m eval.annotate" in card
+    if spec.kind == "discriminative":
+        assert spec.threshold is not None and spec.threshold_source.startswith("validation split")
+        assert all(0 <= o["score"] <= 1 for o in out)
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_continues_with_no_row_missing_or_twice(trained, tmp_path):
+    run, scored = trained
+    _unlabelled(scored / "gold.jsonl", tmp_path / "in.jsonl")
+    export = run.joinpath(*EXPORT)
+    assert _annotate(export, tmp_path / "in.jsonl", tmp_path / "all.jsonl").returncode == 0
+    whole = (tmp_path / "all.jsonl").read_text().splitlines()
+    (tmp_path / "part.jsonl").write_text(whole[0] + "\n" + whole[1][:15])       # killed while writing row 2
+    proc = _annotate(export, tmp_path / "in.jsonl", tmp_path / "part.jsonl", "rows_per_write=1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "part.jsonl").read_text().splitlines() == whole
+    assert f"{len(whole) - 1} rows annotated now, {len(whole)} in all" in proc.stdout
+
+
+@pytest.mark.slow
+def test_unusual_but_valid_text_is_annotated_with_exact_offsets(trained, tmp_path):
+    run, _ = trained
+    long_source = "林远走进书房，拿起那本旧书。" * 21_500            # about 300,000 characters
+    rows = [{"id": "bom", "source": "窗外下着雨。", "response": "窗外下着雨。"},
+            {"id": "emoji", "source": "他笑了😀。她也笑了🎉。", "response": "他笑了😀。她哭了🎉。"},
+            {"id": "nopunct", "source": "林远走进书房", "response": "林远走进了书房没有标点"},
+            {"id": "long", "source": long_source, "response": "林远走进书房。他拿起新书。"}]
+    text = "\ufeff" + "\r\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\r\n"
+    (tmp_path / "in.jsonl").write_bytes(text.encode("utf-8"))
+    proc = _annotate(run.joinpath(*EXPORT), tmp_path / "in.jsonl", tmp_path / "out.jsonl")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [o["id"] for o in out] == [r["id"] for r in rows]
+    for o, r in zip(out, rows):
+        assert o["label"] in ("hallucinated", "faithful") or o.get("unparseable")
+        assert all(r["response"][s["start"]:s["end"]] == s["text"] for s in o["spans"])
+
+
+@pytest.mark.slow
+def test_a_whole_source_annotator_refuses_a_source_over_its_trained_length(trained, tmp_path):
+    run, _ = trained
+    whole = tmp_path / "whole"
+    subprocess.run(["cp", "-r", str(run.joinpath(*EXPORT)), str(whole)], check=True)
+    spec = AnnotatorSpec.load(whole)
+    spec.evidence_sentences, spec.template, spec.max_seq_len = 0, "prompt_e", 1500      # Prompt-E alone: ~950
+    spec.save(whole)
+    annotator = Annotator.load(whole)
+    with pytest.raises(ValueError, match="row 1: the prompt is .* tokens, over this annotator's trained length "
+                                         "max_seq_len=1,500"):
+        annotator.annotate("林远走进书房。" * 400, "林远走进书房。")
+    assert annotator.annotate("林远走进书房。", "林远走进书房。")["label"] in ("hallucinated", "faithful", None)
+
+
+BAD_INPUTS = [
+    ("no_response.jsonl", b'{"id": "a", "source": "x", "response": "y"}\n{"id": "b", "source": "x"}\n',
+     "no_response.jsonl:2 field 'response'"),
+    ("no_source.jsonl", b'{"id": "a", "response": "y"}\n', "no_source.jsonl:1 field 'source'"),
+    ("bad_json.jsonl", b'{"id": "a", "source": "x", "response": "y"}\n{"id": \n', "bad_json.jsonl:2: malformed JSON"),
+    ("latin1.jsonl", '{"source": "caf\u00e9", "response": "y"}\n'.encode("latin-1"), "latin1.jsonl:1: not UTF-8"),
+    ("empty.jsonl", b"", "the file is empty"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, content, expected", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+def test_bad_input_ends_with_one_line_and_keeps_what_was_written(trained, tmp_path, name, content, expected):
+    run, _ = trained
+    (tmp_path / name).write_bytes(content)
+    (tmp_path / "out.jsonl").write_text('{"id": "earlier"}\n')
+    proc = _annotate(run.joinpath(*EXPORT), tmp_path / name, tmp_path / "out.jsonl")
+    assert proc.returncode == 1 and expected in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 2   # the line, and the hint
+    assert (tmp_path / "out.jsonl").read_text() == '{"id": "earlier"}\n'
+
+
+def test_a_directory_that_is_not_an_export_is_refused_naming_the_file(tmp_path):
+    with pytest.raises(ExportError, match=f"{SPEC_FILE} is missing"):
+        AnnotatorSpec.load(tmp_path)
+    proc = _annotate(tmp_path, tmp_path / "in.jsonl", tmp_path / "out.jsonl")
+    assert proc.returncode == 1 and "input=" in proc.stderr          # the input is checked first
+    (tmp_path / "in.jsonl").write_text('{"source": "x", "response": "y"}\n')
+    proc = _annotate(tmp_path, tmp_path / "in.jsonl", tmp_path / "out.jsonl")
+    assert proc.returncode == 1 and f"{SPEC_FILE} is missing" in proc.stderr
+    proc = _annotate(tmp_path, tmp_path / "in.jsonl", tmp_path / "missing" / "out.jsonl")
+    assert proc.returncode == 1 and "does not exist" in proc.stderr
