@@ -32,7 +32,7 @@ from data_builders.collate import prompt_ids
 from data_builders.schema import RecordError, iter_jsonl, read_jsonl_to_append
 from data_builders.sentences import sentence_spans
 from data_builders.user_errors import reports_user_errors
-from eval.parsers import parse_longnovel_verdict
+from eval.parsers import parse_longnovel_verdict, type_key
 from eval.predictions import anah_decision, binary_decision
 from eval.predictors import AnnotatorPredictor
 from eval.thresholds import is_hallucinated
@@ -129,7 +129,7 @@ class Annotator:
     def _flagged(self, rec: dict, pred: dict, detail: dict) -> list[dict]:
         """The sentences the annotator flags: sentence by sentence, every sentence it judges
         hallucinated; from the whole source, the sentence its verdict names, where the response has it."""
-        response, kind = rec["response"], detail.get("hallucination_type")
+        response, kind = rec["response"], type_key(detail.get("hallucination_type"))
         spans = sentence_spans(response, rec["language"])
         texts = [response[a:b] for a, b in spans]
         if "sentence_probs" in pred:       # the flagged (most suspicious) sentence, and any other over the threshold

@@ -44,7 +44,8 @@ def _label(value) -> int | None:
     return None
 
 
-def _type_key(name) -> str | None:
+def type_key(name) -> str | None:
+    """The schema's key of a hallucination type named in Chinese or by its key; None otherwise."""
     if not isinstance(name, str):
         return None
     name = name.strip()
@@ -68,7 +69,7 @@ def parse_longnovel_verdict(text: str) -> Verdict | None:
         if label is None:
             return None
         details = obj.get("details") if isinstance(obj.get("details"), list) else []
-        types = [t for t in (_type_key(d.get("hallucination_type")) for d in details
+        types = [t for t in (type_key(d.get("hallucination_type")) for d in details
                              if isinstance(d, dict)) if t]
         return Verdict(label, types, details)
     return None

@@ -10,6 +10,8 @@ import json
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
+from models.kinds import kind_of
+
 SPEC_FILE = "annotator.json"
 CARD_FILE = "README.md"
 FORMAT = 1
@@ -61,8 +63,8 @@ class AnnotatorSpec:
 
 def write_model_card(directory: str | Path, spec: AnnotatorSpec, held_out: str | None = None) -> None:
     """The export's README.md: what it is, what it was trained on, how it scored, how to run it."""
-    lines = [f"# Hallucination annotator: {spec.kind}" + (f" ({spec.head} head)" if spec.kind == "discriminative"
-                                                          else ""), "",
+    head = "" if kind_of(spec.kind).generates else f" ({spec.head} head)"
+    lines = [f"# Hallucination annotator: {spec.kind}{head}", "",
              f"- base model: `{spec.base_model}`; curriculum stage `{spec.stage}`",
              f"- training data: `{spec.training.get('source', '?')}`, {spec.training.get('records', '?')} records "
              f"({spec.language})",

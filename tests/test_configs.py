@@ -14,6 +14,8 @@ CONFIGS = REPO / "configs"
 
 YAMLS = sorted(p.relative_to(CONFIGS) for p in CONFIGS.rglob("*.yaml"))
 SCORE_ARGS = ["task=binary", "gold=g.jsonl", "predictions=p.jsonl", "output_dir=o"]
+ANNOTATE_ARGS = ["model=m", "input=i.jsonl", "output=o.jsonl"]
+OWN_DIRECTORY = {"score": SCORE_ARGS, "annotate": ANNOTATE_ARGS}     # primary configs of their own commands
 
 
 def _compose(overrides, primary="sft", config_dir=CONFIGS):
@@ -32,8 +34,8 @@ def test_there_are_configs_to_check():
 
 @pytest.mark.parametrize("rel", YAMLS, ids=str)
 def test_every_yaml_composes(rel):
-    if rel.parts[0] == "score":      # eval/score.py's own config directory
-        OmegaConf.to_container(_compose(SCORE_ARGS, rel.stem, CONFIGS / "score"), resolve=True)
+    if rel.parts[0] in OWN_DIRECTORY:      # eval/score.py's and eval.annotate's own config directories
+        OmegaConf.to_container(_compose(OWN_DIRECTORY[rel.parts[0]], rel.stem, CONFIGS / rel.parts[0]), resolve=True)
         return
     cfg = _compose([] if rel == Path("sft.yaml") else _overrides_for(rel))
     OmegaConf.to_container(cfg, resolve=True)   # every interpolation resolves

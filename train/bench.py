@@ -232,6 +232,7 @@ def annotation(data_dir: Path, work: Path, n: int = 8, new_tokens: int = 64) -> 
     from eval.annotate import Annotator
     from models.builders import resolve_model_path
     from models.export_spec import AnnotatorSpec
+    from models.kinds import kind_of
 
     torch.set_num_threads(CORES)
     rows = [{"id": r["id"], "source": r["source"], "response": r["response"]}
@@ -243,7 +244,7 @@ def annotation(data_dir: Path, work: Path, n: int = 8, new_tokens: int = 64) -> 
         if not export.exists():
             shutil.copytree(resolve_model_path("embedded:qwen3-tiny"), export)
         AnnotatorSpec(kind, head, "sentence_check", 3, "longnovel", "zh", 2048, new_tokens, labels,
-                      threshold=0.5 if kind == "discriminative" else None).save(export)
+                      threshold=None if kind_of(kind).generates else 0.5).save(export)
         annotator = Annotator.load(export)
         t0 = time.perf_counter()
         annotator.annotate_rows(rows)
