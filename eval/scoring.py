@@ -18,6 +18,31 @@ from eval.tables import anah_tables, longnovel_tables, no_tables
 
 
 @dataclass(frozen=True)
+class Summary:
+    """What `train.check_run` can check of any scored run."""
+    n: int
+    parse_failures: int
+    acc: float | None
+    mcc: float | None
+    recall_by_type: dict            # type -> (recall, how many gold records of it)
+    majority: float | None          # the majority class's share (where the classes are unbalanced)
+
+
+def _detection_summary(m: dict) -> Summary:
+    """LongNovel (`overall`, `by_type` per injected type) and binary (flat) metrics."""
+    o = m.get("overall", m)
+    return Summary(o.get("n") or 0, o.get("parse_failures", 0), o.get("acc"), o.get("mcc"),
+                   {t: (v.get("recall"), v.get("n")) for t, v in (m.get("by_type") or {}).items()}, None)
+
+
+def _anah_summary(m: dict) -> Summary:
+    support = m.get("support") or {}
+    return Summary(m.get("n") or 0, m.get("parse_failures", 0), m.get("acc"), None,
+                   {t: (r, support.get(t)) for t, r in (m.get("recall_by_type") or {}).items()},
+                   max(support.values()) / sum(support.values()) if support else None)
+
+
+@dataclass(frozen=True)
 class Scorer:
     name: str
     title: str                       # the report's heading
@@ -27,16 +52,17 @@ class Scorer:
     plots: Callable                  # (metrics, rows, out_dir) -> PNG names beyond the confusion matrix
     tables: Callable                 # metrics -> W&B tables beyond the predictions
     labels: tuple                    # the confusion matrix's classes
+    summary: Callable                # metrics -> Summary (what train.check_run checks)
     labels_note: str = ""
 
 
 SCORERS: dict[str, Scorer] = {
     ScorerName.longnovel: Scorer("longnovel", "LongNovel detection", ("label",), score_longnovel, longnovel_markdown,
-                                 longnovel_plots, longnovel_tables, (0, 1), " (1 = hallucinated)"),
+                                 longnovel_plots, longnovel_tables, (0, 1), _detection_summary, " (1 = hallucinated)"),
     ScorerName.binary: Scorer("binary", "Binary hallucination detection", ("label",), score_binary, binary_markdown,
-                              no_plots, no_tables, (0, 1), " (1 = hallucinated)"),
+                              no_plots, no_tables, (0, 1), _detection_summary, " (1 = hallucinated)"),
     ScorerName.anah: Scorer("anah", "ANAH sentence annotation", ("type",), score_anah, anah_markdown, no_plots,
-                            anah_tables, tuple(SENTENCE_TYPES)),
+                            anah_tables, tuple(SENTENCE_TYPES), _anah_summary),
 }
 
 

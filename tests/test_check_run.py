@@ -1,10 +1,13 @@
 """train.check_run's score checks (the run-directory contract is tested on a real run in test_trainer_e2e)."""
+from eval.scoring import SCORERS
 from train.check_run import score_problems
+
+LONGNOVEL, ANAH = SCORERS["longnovel"].summary, SCORERS["anah"].summary
 
 
 def _metrics(**recalls):
-    return {"overall": {"n": 120, "mcc": 0.55, "parse_failures": 0},
-            "by_type": {t: {"recall": r, "n": 9} for t, r in recalls.items()}}
+    return LONGNOVEL({"overall": {"n": 120, "mcc": 0.55, "parse_failures": 0},
+                      "by_type": {t: {"recall": r, "n": 9} for t, r in recalls.items()}})
 
 
 def test_every_type_must_be_found_at_least_once():
@@ -12,7 +15,7 @@ def test_every_type_must_be_found_at_least_once():
     problems = score_problems(_metrics(causal=1.0, entity=0.0, temporal=None), 0.5, None, None, type_recall_above=0)
     assert problems == ["recall of entity 0.0 <= 0 (n=9)", "recall of temporal None <= 0 (n=9)"]
     assert score_problems(_metrics(), None, None, None, type_recall_above=0) == [
-        "no recall per type (by_type, or ANAH's recall_by_type) in the metrics"]
+        "no recall per type in the metrics"]
 
 
 def test_mcc_and_held_out_count_are_checked():
@@ -24,10 +27,10 @@ def test_anah_runs_are_checked_against_the_majority_class_and_every_gold_type():
     support = {"none": 99, "contradictory": 21, "unverifiable": 3, "no_fact": 24}
     anah = {"acc": 0.90, "n": 147, "parse_failures": 0, "support": support,
             "recall_by_type": {"none": 0.9, "contradictory": 0.76, "unverifiable": 1.0, "no_fact": 1.0}}
-    assert score_problems(anah, None, 0.05, 0.15, 100, type_recall_above=0) == []
+    assert score_problems(ANAH(anah), None, 0.05, 0.15, 100, type_recall_above=0) == []
     constant = {**anah, "acc": 99 / 147, "recall_by_type": {"none": 1.0, "contradictory": 0.0, "unverifiable": 0.0,
                                                             "no_fact": 0.0}}
-    assert score_problems(constant, None, None, 0.15, type_recall_above=0) == [
+    assert score_problems(ANAH(constant), None, None, 0.15, type_recall_above=0) == [
         "recall of contradictory 0.0 <= 0 (n=21)", "recall of no_fact 0.0 <= 0 (n=24)",
         "recall of unverifiable 0.0 <= 0 (n=3)", "accuracy 0.673469387755102 < majority class 0.6735 + 0.15"]
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from data_builders.schema import read_jsonl
+from eval.scoring import Summary, scorer
 from train.run_dir import LOG_FIELDS
 
 
@@ -50,42 +51,32 @@ def contract_problems(run_dir: Path) -> list[str]:
     return problems
 
 
-def _recall_by_type(metrics: dict) -> dict[str, tuple]:
-    """(recall, n) per type: LongNovel's injected types (`by_type`), or ANAH's gold sentence types
-    (`recall_by_type`, with their counts in `support`)."""
-    if "by_type" in metrics:
-        return {t: (m.get("recall"), m.get("n")) for t, m in metrics["by_type"].items()}
-    support = metrics.get("support") or {}
-    return {t: (r, support.get(t)) for t, r in (metrics.get("recall_by_type") or {}).items()}
-
-
-def score_problems(metrics: dict, min_mcc: float | None, max_parse_failures: float | None,
+def score_problems(s: Summary, min_mcc: float | None, max_parse_failures: float | None,
                    min_acc_over_majority: float | None, min_held_out: int | None = None,
                    type_recall_above: float | None = None) -> list[str]:
-    """LongNovel / binary metrics carry `overall` (MCC, parse failures) and `by_type` (recall per
-    injected type); ANAH's carry `acc`, `recall_by_type` and `support` per type, against which the
-    majority class is measured."""
+    """The score checks, on what the run's scorer summarises of its metrics (`eval.scoring`)."""
     problems = []
-    overall = metrics.get("overall", metrics)
-    n = overall.get("n") or 0
-    if min_held_out is not None and n < min_held_out:
-        problems.append(f"{n} held-out records scored, fewer than {min_held_out}")
-    if min_mcc is not None and not (overall.get("mcc") or 0) >= min_mcc:
-        problems.append(f"overall MCC {overall.get('mcc')} < {min_mcc}")
-    if max_parse_failures is not None and n and overall.get("parse_failures", 0) / n > max_parse_failures:
-        problems.append(f"parse failures {overall['parse_failures']}/{n} > {max_parse_failures:.0%}")
+    if min_held_out is not None and s.n < min_held_out:
+        problems.append(f"{s.n} held-out records scored, fewer than {min_held_out}")
+    if min_mcc is not None and not (s.mcc or 0) >= min_mcc:
+        problems.append(f"overall MCC {s.mcc} < {min_mcc}")
+    if max_parse_failures is not None and s.n and s.parse_failures / s.n > max_parse_failures:
+        problems.append(f"parse failures {s.parse_failures}/{s.n} > {max_parse_failures:.0%}")
     if type_recall_above is not None:
-        by_type = _recall_by_type(metrics)
-        if not by_type:
-            problems.append("no recall per type (by_type, or ANAH's recall_by_type) in the metrics")
+        if not s.recall_by_type:
+            problems.append("no recall per type in the metrics")
         problems += [f"recall of {t} {recall} <= {type_recall_above} (n={count})"
-                     for t, (recall, count) in sorted(by_type.items()) if not (recall or 0) > type_recall_above]
+                     for t, (recall, count) in sorted(s.recall_by_type.items())
+                     if not (recall or 0) > type_recall_above]
     if min_acc_over_majority is not None:
-        support = metrics.get("support") or {}
-        majority = max(support.values()) / sum(support.values()) if support else 1.0
-        if not metrics.get("acc", 0) >= majority + min_acc_over_majority:
-            problems.append(f"accuracy {metrics.get('acc')} < majority class {majority:.4f} + {min_acc_over_majority}")
+        majority = s.majority if s.majority is not None else 1.0
+        if not (s.acc or 0) >= majority + min_acc_over_majority:
+            problems.append(f"accuracy {s.acc} < majority class {majority:.4f} + {min_acc_over_majority}")
     return problems
+
+
+def _scorer_of(run_dir: Path) -> str:
+    return yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))["task"]["scorer"]
 
 
 def degenerate_problems(rows: list[dict]) -> list[str]:
@@ -127,9 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     problems = contract_problems(run_dir)
     metrics_path = run_dir / "eval" / "metrics.json"
     if metrics_path.is_file():
-        problems += score_problems(json.loads(metrics_path.read_text(encoding="utf-8")), args.min_mcc,
-                                   args.max_parse_failures, args.min_acc_over_majority, args.min_held_out,
-                                   args.type_recall_above)
+        summary = scorer(_scorer_of(run_dir)).summary(json.loads(metrics_path.read_text(encoding="utf-8")))
+        problems += score_problems(summary, args.min_mcc, args.max_parse_failures, args.min_acc_over_majority,
+                                   args.min_held_out, args.type_recall_above)
     parsed = run_dir / "eval" / "predictions.parsed.jsonl"
     if parsed.is_file() and not args.allow_degenerate:
         problems += degenerate_problems(read_jsonl(parsed))
