@@ -138,3 +138,12 @@ def test_data_errors_end_the_job_without_a_waiting_rank(tmp_path):
     for rank in (0, 1):        # torchrun --tee prefixes each rank's lines
         assert any(line.startswith(f"[default{rank}]:") and "are longer than max_seq_len=1024" in line
                    for line in (out + err).splitlines()), err[-3000:]
+
+
+def test_eval_run_without_data_root_names_the_key(tmp_path):
+    """eval/run.py checks the data config as train/sft.py does (it used to end in a TypeError)."""
+    proc = subprocess.run([sys.executable, str(REPO / "eval" / "run.py"), "+exp=longnovel_curriculum",
+                           "checkpoint=embedded:qwen3-tiny", f"output_dir={tmp_path}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "data.source=longnovel_released needs data.root=<a directory>, found None" in proc.stderr
