@@ -13,8 +13,9 @@ from tests.conftest import REPO
 from train.parallel_dims import job_world_size, procs_per_node
 from train.plan import layout, planned_world_size
 
-JOBS = {"gpu": ["slurm.nodes=2", "slurm.gpus_per_node=8"],
-        "cpu": ["slurm.nodes=1", "slurm.gpus_per_node=0", "slurm.procs_per_node=2"]}
+# ids that are not the `gpu` marker's keyword (tests/conftest.py skips items carrying it without CUDA)
+JOBS = {"two_nodes_of_8": ["slurm.nodes=2", "slurm.gpus_per_node=8"],
+        "one_node_2_processes": ["slurm.nodes=1", "slurm.gpus_per_node=0", "slurm.procs_per_node=2"]}
 
 
 def _cfg(overrides):
@@ -42,12 +43,13 @@ def test_render_and_plan_agree_on_the_world_size(tmp_path, job):
 @pytest.mark.slow
 def test_the_trainers_ranks_see_the_rendered_world_size(tmp_path):
     """The CPU job's torchrun line, launched here: every rank reads the world size the plan used."""
-    ov = ["+exp=longnovel_curriculum_demo", f"output_dir={tmp_path}", *JOBS["cpu"]]
+    ov = ["+exp=longnovel_curriculum_demo", f"output_dir={tmp_path}", *JOBS["one_node_2_processes"]]
     cfg = _cfg(ov)
     nodes, procs = _launched(train_script(cfg, ov, REPO, tmp_path / "logs"))
-    code = "from train.parallel_dims import launched_world_size; print('world', launched_world_size())"
+    code = ("import os, sys; from train.parallel_dims import launched_world_size; "    # one write a rank
+            "os.write(sys.stdout.fileno(), f'world={launched_world_size()}\\n'.encode())")
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nnodes={nodes}",
                            f"--nproc_per_node={procs}", "--no-python", sys.executable, "-c", code],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["world", str(planned_world_size(cfg))] * procs
+    assert done.stdout.split() == [f"world={planned_world_size(cfg)}"] * procs
