@@ -29,7 +29,7 @@ import configs.schema  # noqa: F401  (registers the schemas)
 from configs.schema import SFTConfig
 from data_builders.anah import SourceIndex
 from data_builders.collate import prompt_ids
-from data_builders.schema import RecordError, iter_jsonl, read_jsonl_to_append
+from data_builders.schema import TASKS, RecordError, iter_jsonl, read_jsonl, read_jsonl_to_append
 from data_builders.sentences import sentence_spans
 from data_builders.user_errors import reports_user_errors
 from eval.parsers import parse_longnovel_verdict, type_key
@@ -38,8 +38,6 @@ from eval.predictors import AnnotatorPredictor
 from eval.thresholds import is_hallucinated
 from models.export_spec import AnnotatorSpec
 
-TASKS = ("summarization", "qa", "nli", "dialogue")
-
 
 @dataclass
 class Annotator:
@@ -47,8 +45,8 @@ class Annotator:
     predictor: AnnotatorPredictor
 
     @classmethod
-    def load(cls, path: str | Path, backend: str = "hf", batch_size: int = 8, batch_tokens: int = 16384,
-             progress: bool = False) -> Annotator:
+    def load(cls, path: str | Path, backend: str = "hf", batch_size: int = 8, batch_tokens: int = 16384
+             ) -> Annotator:
         """The annotator exported in `path` (`annotator.json` says how it reads its inputs)."""
         spec = AnnotatorSpec.load(path)
         cfg = OmegaConf.merge(OmegaConf.structured(SFTConfig), {
@@ -66,17 +64,23 @@ class Annotator:
         row = {"source": source, "response": response, **({"question": question} if question else {})}
         return self.annotate_rows([row])[0]
 
-    def annotate_rows(self, rows: Iterable[dict], where: str = "row") -> list[dict]:
-        """Output rows for input rows (validated as the command validates them)."""
-        records = [self.record(row, f"{where} {i + 1}", f"r{i}") for i, row in enumerate(rows)]
-        predicted = self.predictor.rows(records, progress=False)
-        return [self.output_row(rec, pred) for rec, pred in zip(records, predicted)]
+    def annotate_rows(self, rows: Iterable[dict]) -> list[dict]:
+        """Output rows for input rows (checked as the command checks them)."""
+        records = []
+        for i, row in enumerate(rows):
+            problem = row_problem(row)
+            if problem:
+                raise ValueError(f"row {i + 1}, field '{problem[1]}': {problem[0]}")
+            records.append(self.record(row, f"row {i + 1}", f"r{i}"))
+        return self.annotate_records(records)
+
+    def annotate_records(self, records: list[dict]) -> list[dict]:
+        """Output rows for records made by `record`, predicted together."""
+        return [self.output_row(rec, pred) for rec, pred in zip(records, self.predictor.rows(records, progress=False))]
 
     def record(self, row: dict, where: str, key: str) -> dict:
         """A schema record for one input row; `key` keeps rows apart whatever ids they carry."""
-        source = row.get("source")
-        if source is None and isinstance(row.get("documents"), list):
-            source = "\n".join(row["documents"])
+        source = row.get("source") or "\n".join(row.get("documents") or [])
         language = row.get("language") or self.spec.language
         rec = {"id": key, "user_id": row.get("id"), "task": row["task"] if row.get("task") in TASKS else
                ("qa" if row.get("question") else "summarization"), "language": language, "source": source,
@@ -151,19 +155,26 @@ def _span(response: str, start: int, end: int, kind: str | None = None) -> dict:
 
 # ---------------------------------------------------------------- the command
 
+def row_problem(row) -> tuple[str, str | None] | None:
+    """What an input row lacks for annotation, and the field: (message, field), or None."""
+    if not isinstance(row, dict):
+        return f"expected a JSON object, found {type(row).__name__}", None
+    response = row.get("response")
+    if not isinstance(response, str) or not response.strip():
+        return "expected a non-empty string", "response"
+    has_docs = isinstance(row.get("documents"), list) and all(isinstance(d, str) for d in row["documents"])
+    if not (isinstance(row.get("source"), str) and row["source"].strip()) and not has_docs:
+        return "expected a non-empty `source` string or a `documents` list of strings", "source"
+    return None
+
+
 def read_rows(path: Path) -> list[tuple[int, dict]]:
     """(line, row) of every input row, each checked for what annotation needs."""
     rows = []
     for line, row in iter_jsonl(path):
-        if not isinstance(row, dict):
-            raise RecordError(f"expected a JSON object, found {type(row).__name__}", str(path), line)
-        response = row.get("response")
-        if not isinstance(response, str) or not response.strip():
-            raise RecordError("expected a non-empty string", str(path), line, "response")
-        has_docs = isinstance(row.get("documents"), list) and all(isinstance(d, str) for d in row["documents"])
-        if not (isinstance(row.get("source"), str) and row["source"].strip()) and not has_docs:
-            raise RecordError("expected a non-empty `source` string or a `documents` list of strings", str(path),
-                              line, "source")
+        problem = row_problem(row)
+        if problem:
+            raise RecordError(problem[0], str(path), line, problem[1])
         rows.append((line, row))
     if not rows:
         raise RecordError("no rows: the file is empty", str(path), None)
@@ -195,10 +206,9 @@ def annotate_file(cfg: DictConfig) -> tuple[int, int]:
     with open(output, "a", encoding="utf-8") as f, tqdm(total=len(rows), initial=done, desc="annotate",
                                                           unit="row", disable=not cfg.progress) as bar:
         for chunk in _chunks(todo, cfg.rows_per_write):
-            records = [annotator.record(row, f"{input_path}:{line}", f"r{done + i}")
+            records = [annotator.record(row, f"{input_path}:{line}", f"r{done + i}")   # no id: r<k>, its place
                        for i, (line, row) in enumerate(chunk)]
-            for rec, pred in zip(records, annotator.predictor.rows(records, progress=False)):
-                out = annotator.output_row(rec, pred)     # a row without an id is r<k>, its place in the input
+            for out in annotator.annotate_records(records):
                 f.write(json.dumps(out, ensure_ascii=False) + "\n")
             f.flush()
             done += len(chunk)
@@ -210,7 +220,7 @@ def annotate_file(cfg: DictConfig) -> tuple[int, int]:
 def check_output(rows: list[tuple[int, dict]], output: Path) -> None:
     """The contract of the output file: one row per input row, in input order, and every span
     `[start, end)` indexing its response (`text` is what it covers)."""
-    written = read_jsonl_to_append(output)
+    written = read_jsonl(output)
     if len(written) != len(rows):
         raise RuntimeError(f"{output}: {len(written)} rows for {len(rows)} input rows")
     for k, ((line, row), out) in enumerate(zip(rows, written)):

@@ -10,7 +10,7 @@ from transformers import AutoConfig
 from eval.predict import select_eval_records
 from eval.predictors import AnnotatorPredictor, Shard
 from eval.report import write_eval
-from eval.scoring import score_records, scorer
+from eval.scoring import scorer
 from models.export_spec import SPEC_FILE, AnnotatorSpec, write_model_card
 from train.distributed import DistInfo, all_gather_objects
 
@@ -50,9 +50,10 @@ def evaluate_export(cfg: DictConfig, hf_dir: str, records_by_split: dict[str, li
     rows = predictor.rows(records)
     if not info.is_main:
         return None
-    metrics, scored = score_records(cfg.task.scorer, records, {r["id"]: r for r in rows}, cfg.eval.bertscore)
+    s = scorer(cfg.task.scorer)
+    metrics, scored = s.score(records, {r["id"]: r for r in rows}, cfg.eval.bertscore)
     if predictor.threshold is not None:
         metrics["decision_threshold"] = predictor.threshold
-    write_eval(out_dir, scorer(cfg.task.scorer), metrics, scored)
-    _card_with_scores(hf_dir, scorer(cfg.task.scorer).markdown(metrics))
+    write_eval(out_dir, s, metrics, scored)
+    _card_with_scores(hf_dir, s.markdown(metrics))
     return metrics
