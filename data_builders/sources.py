@@ -42,7 +42,7 @@ def _released_file(root: Path, split: str) -> Path:
     for suffix in (".jsonl", ".json"):
         if (root / f"{split}{suffix}").exists():
             return root / f"{split}{suffix}"
-    raise DataError(f"data.root={root}: expected {split}.jsonl or {split}.json")
+    raise DataError(f"data.root={root}: expected {split}.jsonl or {split}.json, found neither")
 
 
 def length_template(template: str) -> str:
@@ -83,14 +83,22 @@ def _records(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], str]:
 
 
 def _released(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], str]:
-    from data_builders.longnovel_released import import_released
+    from data_builders.longnovel_released import import_released, import_report
 
     root, template = Path(cfg.data.root), length_template(cfg.task.template)
     count = lambda records: rendered_lengths(records, tokenizer, template, cfg.data.num_proc)  # noqa: E731
-    out = {s: import_released(_released_file(root, s), count) for s in ("train", "test")}
+    files = released_files(root)
+    out = {split: import_released(path, count) for split, path in files.items()}
+    reports = [import_report(path, out[split]) for split, path in files.items()]
+    return out, "\n".join([_counts(out) + f" records imported from {root}", *reports])
+
+
+def released_files(root: Path) -> dict[str, Path]:
+    """The released files of `data.root`: train and test (required), val (optional)."""
+    files = {split: _released_file(root, split) for split in ("train", "test")}
     if any((root / f"val{suffix}").exists() for suffix in (".jsonl", ".json")):
-        out["val"] = import_released(_released_file(root, "val"), count)
-    return out, _counts(out) + f" records imported from {root}"
+        files["val"] = _released_file(root, "val")
+    return files
 
 
 def _mixture(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], str]:
@@ -103,28 +111,56 @@ def _counts(splits: dict[str, list[dict]]) -> str:
     return ", ".join(f"{len(v)} {k}" for k, v in splits.items())
 
 
+def records_files(root: Path) -> dict[str, Path]:
+    """The record files of a `data.source=records` directory: train and test (required), val (optional)."""
+    files = {s: root / f"{s}.jsonl" for s in ("train", "test", "val")}
+    for split in ("train", "test"):
+        if not files[split].is_file():
+            raise DataError(f"data.root={root}: expected {split}.jsonl, found no such file")
+    return {s: p for s, p in files.items() if p.is_file()}
+
+
+def _check_records_file(path: Path) -> None:
+    read_records(path)
+
+
+def _check_released_file(path: Path) -> None:
+    from data_builders.longnovel_released import check_released
+
+    check_released(path)
+
+
 @dataclass(frozen=True)
 class Source:
     """One value of `data.source`: how its records are made, and what it needs."""
     build: Callable[[DictConfig, object], tuple[dict[str, list[dict]], str]]
-    needs_root: bool = False          # data.root: a directory of its files
+    files: Callable[[Path], dict[str, Path]] | None = None   # the split files of data.root (missing: DataError)
+    check_file: Callable[[Path], None] | None = None        # reads every row of one file, raising on the first bad one
     read_in_place: bool = False       # records files used as they are (not copied into the run directory)
+
+    @property
+    def needs_root(self) -> bool:     # data.root: a directory of its files
+        return self.files is not None
 
 
 SOURCES: dict[str, Source] = {
     DataSource.embedded: Source(_embedded),
     DataSource.anah_embedded: Source(_anah_embedded),
-    DataSource.records: Source(_records, needs_root=True, read_in_place=True),
-    DataSource.longnovel_released: Source(_released, needs_root=True),
+    DataSource.records: Source(_records, records_files, _check_records_file, read_in_place=True),
+    DataSource.longnovel_released: Source(_released, released_files, _check_released_file),
     DataSource.mixture: Source(_mixture),
 }
 
 
 def check_data_config(cfg: DictConfig) -> None:
-    """What `data.source` needs, checked before anything is loaded (every command that reads data)."""
+    """What `data.source` needs, checked before anything is loaded and before any process group
+    (every command that reads data): the directories, the split files, and every row of them."""
     source = SOURCES[cfg.data.source]
-    if source.needs_root and (not cfg.data.root or not Path(cfg.data.root).is_dir()):
-        raise DataError(f"data.source={cfg.data.source} needs data.root=<a directory>, found {cfg.data.root!r}")
+    if source.needs_root:
+        if not cfg.data.root or not Path(cfg.data.root).is_dir():
+            raise DataError(f"data.source={cfg.data.source} needs data.root=<a directory>, found {cfg.data.root!r}")
+        for path in source.files(Path(cfg.data.root)).values():
+            source.check_file(path)
     if cfg.data.source == DataSource.mixture:
         if not cfg.data.mixture:
             raise DataError("data.source=mixture needs data.mixture: a list of {name, root, weight}")
@@ -149,7 +185,4 @@ def rendered_lengths(records: list[dict], tokenizer, template: str, num_proc: in
 
 def read_splits(root: Path) -> dict[str, list[dict]]:
     """train and test (required) and val (optional) records of a directory."""
-    out = {s: read_records(root / f"{s}.jsonl") for s in ("train", "test")}
-    if (root / "val.jsonl").exists():
-        out["val"] = read_records(root / "val.jsonl")
-    return out
+    return {split: read_records(path) for split, path in records_files(root).items()}

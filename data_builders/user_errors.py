@@ -1,16 +1,23 @@
 """How the command-line entry points report a user's mistake: one line naming the program and
 what was wrong (the messages already say file, line, field or config key), exit status 1, no
-traceback. Tracebacks are for bugs: `HYDRA_FULL_ERROR=1` (or a CLI's `--debug`) shows them."""
+traceback. Tracebacks are for bugs: `HYDRA_FULL_ERROR=1` shows them.
+
+Under torchrun every rank meets the same error (the checks run before any process group, and an
+error of the main rank is raised on every rank: `train.distributed.on_main_rank`), so only the
+first rank of each node prints it; the others exit with the same status, quietly."""
 from __future__ import annotations
 
 import functools
+import json
 import os
 import sys
+import time
 from collections.abc import Callable
 
 # Bad records and config values raise ValueError (RecordError, DataError, ModelPathError, ...);
 # missing or unreadable files raise OSError.
 USER_ERRORS = (ValueError, OSError)
+QUIET_RANK_WAIT_S = 10
 
 
 def reports_user_errors(program: str) -> Callable:
@@ -23,7 +30,20 @@ def reports_user_errors(program: str) -> Callable:
             except USER_ERRORS as e:
                 if os.environ.get("HYDRA_FULL_ERROR") == "1":
                     raise
-                print(f"{program}: error: {e}\n(HYDRA_FULL_ERROR=1 shows the traceback)", file=sys.stderr)
+                if os.environ.get("LOCAL_RANK", "0") == "0":
+                    print(f"{program}: error: {e}\n(HYDRA_FULL_ERROR=1 shows the traceback)", file=sys.stderr,
+                          flush=True)
+                    _tell_torchrun(f"{program}: error: {e}")
+                else:   # torchrun stops the other ranks when one exits: let the printing rank go first
+                    time.sleep(QUIET_RANK_WAIT_S)
                 sys.exit(1)
         return run
     return wrap
+
+
+def _tell_torchrun(message: str) -> None:
+    """torchrun's failure summary shows a rank's error file as its root cause (else a link)."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"message": message, "timestamp": int(time.time())}, f)

@@ -21,7 +21,7 @@ from data_builders.sources import (
     read_splits,
 )
 from models.kinds import kind_of
-from train.distributed import DistInfo, barrier
+from train.distributed import DistInfo, barrier, on_main_rank
 from train.parallel_dims import launched_world_size, stage_dims
 
 
@@ -84,23 +84,27 @@ def prepare_records(cfg: DictConfig, tokenizer, run_dir: Path, info: DistInfo) -
     if SOURCES[cfg.data.source].read_in_place:
         return build_records(cfg, tokenizer)[0]
     data_dir = run_dir / "data"
-    if info.is_main and not (data_dir / "test.jsonl").exists():
-        records, report = build_records(cfg, tokenizer)
-        records = {k: v for k, v in records.items() if v}
-        if "train" not in records or "test" not in records:
-            counts = {s: len(records.get(s, [])) for s in ("train", "test")}
-            raise DataError(f"data.source={cfg.data.source}: the build produced {counts} records for buckets "
-                            f"{needed_buckets(cfg)}; the corpus is too small for these buckets (see data.corpus, "
-                            f"data.bucket_budgets)\n{report}")
-        data_dir.mkdir(parents=True, exist_ok=True)
-        for split, rows in records.items():
-            write_jsonl(data_dir / f"{split}.jsonl.tmp", rows)
-        (data_dir / "build_report.txt").write_text(report + "\n", encoding="utf-8")
-        for split in sorted(records, key=lambda s: s == "test"):   # test.jsonl last marks a complete build
-            (data_dir / f"{split}.jsonl.tmp").rename(data_dir / f"{split}.jsonl")
-        print(report, flush=True)
+    if not (data_dir / "test.jsonl").exists():
+        on_main_rank(lambda: _write_records(cfg, tokenizer, data_dir), info.is_main)
     barrier()
     return read_splits(data_dir)
+
+
+def _write_records(cfg: DictConfig, tokenizer, data_dir: Path) -> None:
+    records, report = build_records(cfg, tokenizer)
+    records = {k: v for k, v in records.items() if v}
+    if "train" not in records or "test" not in records:
+        counts = {s: len(records.get(s, [])) for s in ("train", "test")}
+        raise DataError(f"data.source={cfg.data.source}: the build produced {counts} records for buckets "
+                        f"{needed_buckets(cfg)}; the corpus is too small for these buckets (see data.corpus, "
+                        f"data.bucket_budgets)\n{report}")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    for split, rows in records.items():
+        write_jsonl(data_dir / f"{split}.jsonl.tmp", rows)
+    (data_dir / "build_report.txt").write_text(report + "\n", encoding="utf-8")
+    for split in sorted(records, key=lambda s: s == "test"):   # test.jsonl last marks a complete build
+        (data_dir / f"{split}.jsonl.tmp").rename(data_dir / f"{split}.jsonl")
+    print(report, flush=True)
 
 
 def encoder(task: DictConfig):

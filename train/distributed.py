@@ -10,14 +10,20 @@ import os
 import sys
 import warnings
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from typing import TypeVar
 
 import torch
 import torch.distributed as dist
 
+from data_builders.user_errors import USER_ERRORS
 from train.host_memory import return_freed_memory
 from train.parallel_dims import ParallelDims
+from train.quiet import held_stdout
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -61,9 +67,10 @@ class DistInfo:
         return replace(self, dims=ParallelDims(self.world_size, sp_size), sp_group=self.sp_groups.get(sp_size))
 
 
-def init_distributed(sp_sizes: int | list[int] = 1, timeout_s: int = 1800) -> DistInfo:
+def init_distributed(sp_sizes: int | list[int] = 1, timeout_s: int = 1800, verbose: bool = False) -> DistInfo:
     """Join the torchrun group (or form a group of one), build the SP groups of every degree in
-    `sp_sizes` (the first is the one returned), pick the device."""
+    `sp_sizes` (the first is the one returned), pick the device. DeepSpeed's build chatter is shown
+    only when `verbose` (`train.quiet`)."""
     sp_sizes = [sp_sizes] if isinstance(sp_sizes, int) else list(sp_sizes)
     cuda = torch.cuda.is_available()
     if not cuda:
@@ -75,14 +82,15 @@ def init_distributed(sp_sizes: int | list[int] = 1, timeout_s: int = 1800) -> Di
         os.environ.setdefault(name, default)
     if "MASTER_PORT" not in os.environ:
         os.environ["MASTER_PORT"] = str(free_port())
-    import deepspeed
-
     local_rank = int(os.environ["LOCAL_RANK"])
     if cuda:
         torch.cuda.set_device(local_rank)
     _import_before_any_group()
-    deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo",
-                               timeout=timedelta(seconds=timeout_s))
+    with held_stdout(verbose):
+        import deepspeed
+
+        deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo",
+                                   timeout=timedelta(seconds=timeout_s))
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     rank, world = dist.get_rank(), dist.get_world_size()
     groups = {k: _sp_group(ParallelDims(world, k), rank) for k in sorted(set(sp_sizes)) if k > 1}
@@ -160,6 +168,28 @@ def broadcast_object(obj, src: int = 0):
     box = [obj]
     dist.broadcast_object_list(box, src=src)
     return box[0]
+
+
+def on_main_rank(fn: Callable[[], T], is_main: bool) -> T | None:
+    """`fn()` on the main rank (None elsewhere). A user error it raises (a bad record, a corpus too
+    small) is raised on every rank, so that all of them stop together with the same message
+    (`data_builders.user_errors` prints it once) instead of the others failing in a collective."""
+    out, message = None, None
+    if is_main:
+        try:
+            out = fn()
+        except USER_ERRORS as e:
+            message = str(e)
+            broadcast_object(message)
+            raise
+    message = broadcast_object(message)
+    if message is not None:
+        raise RankError(message)
+    return out
+
+
+class RankError(ValueError):
+    """A user error raised on the main rank, raised again on the others (its message)."""
 
 
 def all_gather_objects(obj) -> list:

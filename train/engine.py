@@ -102,7 +102,7 @@ def build_engine(cfg: DictConfig, weights_dir: str, world_size: int, lr: float, 
         unset_hf_deepspeed_config()
     hf = hf_model(model)
     if cfg.model.gradient_checkpointing:
-        hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        enable_checkpointing(hf)
         if cfg.model.lora.enabled:
             hf.enable_input_require_grads()   # frozen embeddings: checkpointed blocks still need grads
     hf.config.use_cache = False
@@ -115,6 +115,16 @@ def build_engine(cfg: DictConfig, weights_dir: str, world_size: int, lr: float, 
         model=model, optimizer=optimizer, model_parameters=model.parameters(), config=config,
         lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, schedule))
     return engine
+
+
+def enable_checkpointing(hf) -> None:
+    """Activation checkpointing, non-reentrant; `gradient_checkpointing_enable` is the name of
+    transformers releases before `activation_checkpointing_enable` (a deprecated alias since)."""
+    enable = getattr(hf, "activation_checkpointing_enable", None)
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 def release_engine(engine) -> None:

@@ -139,10 +139,11 @@ def random_qwen3(shape: dict, attn: str, device, dtype=torch.bfloat16):
     from transformers import AutoModelForCausalLM, Qwen3Config
 
     import models.attention.hf_ring  # noqa: F401  (registers the ring backend)
+    from train.engine import enable_checkpointing
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(Qwen3Config(**shape), attn_implementation=attn, dtype=dtype)
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    enable_checkpointing(model)
     return model.to(device)
 
 

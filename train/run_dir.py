@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import sys
 import time
 from pathlib import Path
 
@@ -23,6 +26,15 @@ def agree_on_output_dir(cfg: DictConfig, info: DistInfo) -> Path:
         path.mkdir(parents=True, exist_ok=True)
         (path / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8")
     return path
+
+
+def continue_command(run_dir: Path) -> str:
+    """The command line of this process, pointed at `run_dir` with resume=auto (and no stop step)."""
+    dropped = ("output_dir=", "resume=", "trainer.stop_at_step=")
+    args = [a for a in sys.argv[1:] if not a.lstrip("+").startswith(dropped)]
+    nproc = os.environ.get("LOCAL_WORLD_SIZE")
+    launcher = f"torchrun --nproc_per_node={nproc}" if nproc else "python"
+    return shlex.join([*launcher.split(), sys.argv[0], *args, f"output_dir={run_dir}", "resume=auto"])
 
 
 class TrainLog:

@@ -16,6 +16,7 @@ def main(cfg: DictConfig) -> None:
     from train.data import check_run_config
     from train.distributed import init_distributed, teardown
     from train.parallel_dims import sp_sizes
+    from train.quiet import quiet_libraries
     from train.trainer import train
 
     # before any process group: a missing path fails at once, and the embedded model is written by
@@ -23,8 +24,9 @@ def main(cfg: DictConfig) -> None:
     resolve_model_path(cfg.model.name_or_path)
     check_run_config(cfg)
     check_memory_plan(cfg)
+    quiet_libraries(cfg.trainer.verbose)
     try:
-        train(cfg, init_distributed(sp_sizes(cfg)))    # no reference here outlives train(): see teardown()
+        train(cfg, init_distributed(sp_sizes(cfg), verbose=cfg.trainer.verbose))   # nothing here outlives train()
     finally:
         teardown()
 

@@ -12,7 +12,6 @@ import torch
 from omegaconf import DictConfig
 
 from configs.schema import to_container
-from data_builders.sources import DataError
 from eval.report import read_rows
 from eval.tracking import Tracker
 from models.builders import load_tokenizer, resolve_model_path
@@ -20,13 +19,13 @@ from models.export_spec import AnnotatorSpec
 from models.kinds import kind_of
 from train.checkpoint import ResumePoint, find_resume_point, mark_stage_done, stage_dir, stage_weights
 from train.data import plan_stage, prepare_records, stage_grad_accum, stage_samples
-from train.distributed import DistInfo, barrier, broadcast_object
+from train.distributed import DistInfo, barrier, on_main_rank
 from train.engine import build_engine, export_hf, release_engine
 from train.final_eval import evaluate_export
 from train.loop import StageContext, run_stage
 from train.parallel_dims import stage_sp_size
 from train.preemption import mark_preempted, stop_after
-from train.run_dir import TrainLog, agree_on_output_dir
+from train.run_dir import TrainLog, agree_on_output_dir, continue_command
 
 
 def resume_point(cfg: DictConfig, run_dir: Path, names: list[str]) -> ResumePoint | None:
@@ -34,6 +33,22 @@ def resume_point(cfg: DictConfig, run_dir: Path, names: list[str]) -> ResumePoin
         return None
     point = find_resume_point(run_dir, names)
     return point if (point.stage_index, point.step) != (0, 0) else None
+
+
+def resume_message(point: ResumePoint, names: list[str], run_dir: Path, evaluate: bool) -> str:
+    if point.stage_index == len(names):
+        rerun = "re-running its final evaluation only" if evaluate else "nothing to re-run (eval.enabled=false)"
+        return (f"{run_dir} has finished all {len(names)} stages (global step {point.global_step}): "
+                f"{rerun}")
+    return (f"resuming at stage {point.stage_index} {names[point.stage_index]!r} step {point.step} "
+            f"(global step {point.global_step})")
+
+
+def stop_message(cfg: DictConfig, run_dir: Path, global_step: int) -> str:
+    at = cfg.trainer.stop_at_step
+    why = f"trainer.stop_at_step={at}" if at is not None and global_step >= at else "a stop request"
+    return (f"stopped after global step {global_step} ({why}); the run is not finished. Continue it with:\n"
+            f"  {continue_command(run_dir)}")
 
 
 @dataclass(frozen=True)
@@ -62,8 +77,7 @@ def train(cfg: DictConfig, info: DistInfo) -> dict | None:
     log = TrainLog(run_dir, info.is_main, point.global_step if point else None)
     tracker = Tracker(cfg, to_container(cfg), run_dir, info.is_main)
     if point and info.is_main:
-        print(f"resuming at stage {point.stage_index} step {point.step} (global step {point.global_step})",
-              flush=True)
+        print(resume_message(point, names, run_dir, cfg.eval.enabled), flush=True)
     global_step = point.global_step if point else 0
     run = Run(cfg, info, run_dir, names, base, tokenizer, records["train"], log, tracker)
     try:
@@ -74,6 +88,8 @@ def train(cfg: DictConfig, info: DistInfo) -> dict | None:
             global_step, stopped = _run_one_stage(run, i, stage, point.step if resumed else 0, global_step,
                                                   point.state_dir if resumed else None)
             if stopped:
+                if info.is_main:
+                    print(stop_message(cfg, run_dir, global_step), flush=True)
                 return None
             if cfg.eval.enabled and cfg.eval.every_stage and i + 1 < len(stages):
                 _evaluate(cfg, info, run_dir / "eval" / "stages" / f"{i}-{stage.name}", stage_weights(
@@ -98,21 +114,12 @@ def _evaluate(cfg, info, out_dir: Path, weights: str, records, tracker, prefix: 
 
 def _stage_samples(cfg, info, stage, tokenizer, train_records):
     """The main rank tokenises (in data.num_proc processes) and fills the sample cache; the other
-    ranks then read it instead of tokenising the same records at once. A data error of the main
-    rank is raised on every rank."""
+    ranks then read it instead of tokenising the same records at once."""
     def encode():
         return stage_samples(train_records, stage, tokenizer, cfg.task, cfg.data.max_skip_fraction,
                              cfg.data.packing, cfg.data.num_proc)
 
-    out, error = None, None
-    if info.is_main:
-        try:
-            out = encode()
-        except DataError as e:
-            error = str(e)
-    error = broadcast_object(error)
-    if error is not None:
-        raise DataError(error)
+    out = on_main_rank(encode, info.is_main)
     return out if info.is_main else encode()
 
 

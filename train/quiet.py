@@ -1,0 +1,38 @@
+"""Library chatter a user does not need on every run, kept back unless `trainer.verbose=true`:
+DeepSpeed's compiler probes (the gcc lines of its async-io check, printed at import by every rank),
+its "deepspeed_shm_comm_op built successfully" (every rank, at init), and transformers' progress
+bars for writing and loading a model of one or two files."""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def held_stdout(verbose: bool) -> Iterator[None]:
+    """Drop what is written to standard output meanwhile (at the file descriptor: the probes print
+    past Python's sys.stdout), unless `verbose`. Errors still raise, and standard error still shows."""
+    if verbose:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 1)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def quiet_libraries(verbose: bool) -> None:
+    """transformers' per-file progress bars (writing shards, loading weights) off unless `verbose`."""
+    if not verbose:
+        from transformers.utils import logging
+
+        logging.disable_progress_bar()
