@@ -240,8 +240,11 @@ class SlurmConfig:
     nodes: int = 1
     gpus_per_node: int = 8                # GPUs asked for, and torchrun processes per node; 0: a CPU job
     procs_per_node: int | None = None  # CPU jobs: processes per node (default 1)
-    cpus_per_task: int = 16               # CPUs of the one task per node (torchrun and its workers)
-    mem: str | None = None             # e.g. 500G; None: the partition's default
+    threads_per_rank: int | None = None   # OMP_NUM_THREADS of each rank; None: 8 with optimizer offload (DeepSpeed's
+                                          # CPU Adam steps in them), else 2
+    cpus_per_task: int | None = None   # CPUs of the one task per node; None: processes per node x threads_per_rank
+    mem: str | None = None             # per node, e.g. 500G; None: train: the memory plan's host memory per node
+                                          # with a margin (python -m train.plan); eval: the partition's default
     time: str = "24:00:00"
     partition: str | None = None
     account: str | None = None

@@ -15,7 +15,6 @@ import sys
 from itertools import zip_longest
 from pathlib import Path
 
-from configs.schema import CorpusConfig
 from data_builders.longnovel import DEFAULT_BUDGETS, build_longnovel
 from data_builders.longnovel_released import released_row
 from data_builders.novel_corpus import generate_corpus
@@ -23,6 +22,8 @@ from data_builders.schema import write_jsonl
 from data_builders.user_errors import reports_user_errors
 
 BUCKETS = ("S", "M", "L")
+# 8 books of 48 units (the last 2 for test): 2 M (16k) and 1 L (32k) contexts a book
+BOOKS, UNITS_PER_BOOK, UNIT_CHARS, TEST_BOOKS, SEED = 8, 48, (1000, 1400), 2, 0
 
 
 def pairs_in_turn(records: list[dict], n: int) -> list[dict]:
@@ -38,10 +39,9 @@ def pairs_in_turn(records: list[dict], n: int) -> list[dict]:
 
 
 def write_sample(tokenizer, out: Path, n_train: int, n_test: int) -> dict[str, Path]:
-    c = CorpusConfig()
-    units = generate_corpus(c.n_books, c.units_per_book, (c.unit_chars_min, c.unit_chars_max), c.seed)
+    units = generate_corpus(BOOKS, UNITS_PER_BOOK, UNIT_CHARS, SEED)
     budgets = {b: DEFAULT_BUDGETS[b] for b in BUCKETS}
-    splits = build_longnovel(units, tokenizer, budgets, c.test_books, "prompt_e")
+    splits = build_longnovel(units, tokenizer, budgets, TEST_BOOKS, "prompt_e")
     out.mkdir(parents=True, exist_ok=True)
     paths = {}
     for split, n in (("train", n_train), ("test", n_test)):

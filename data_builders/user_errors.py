@@ -14,9 +14,11 @@ import sys
 import time
 from collections.abc import Callable
 
+from omegaconf.errors import MissingMandatoryValue
+
 # Bad records and config values raise ValueError (RecordError, DataError, ModelPathError, ...);
-# missing or unreadable files raise OSError.
-USER_ERRORS = (ValueError, OSError)
+# missing or unreadable files raise OSError; a required key left unset, MissingMandatoryValue.
+USER_ERRORS = (ValueError, OSError, MissingMandatoryValue)
 QUIET_RANK_WAIT_S = 10
 
 
@@ -31,14 +33,20 @@ def reports_user_errors(program: str) -> Callable:
                 if os.environ.get("HYDRA_FULL_ERROR") == "1":
                     raise
                 if os.environ.get("LOCAL_RANK", "0") == "0":
-                    print(f"{program}: error: {e}\n(HYDRA_FULL_ERROR=1 shows the traceback)", file=sys.stderr,
-                          flush=True)
-                    _tell_torchrun(f"{program}: error: {e}")
+                    line = f"{program}: error: {_message(e)}"
+                    print(f"{line}\n(HYDRA_FULL_ERROR=1 shows the traceback)", file=sys.stderr, flush=True)
+                    _tell_torchrun(line)
                 else:   # torchrun stops the other ranks when one exits: let the printing rank go first
                     time.sleep(QUIET_RANK_WAIT_S)
                 sys.exit(1)
         return run
     return wrap
+
+
+def _message(e: Exception) -> str:
+    if isinstance(e, MissingMandatoryValue):
+        return f"{e.full_key} is required and not set: add {e.full_key}=<value> to the command"
+    return str(e)
 
 
 def _tell_torchrun(message: str) -> None:

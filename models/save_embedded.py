@@ -14,12 +14,22 @@ from data_builders.user_errors import reports_user_errors
 from models.builders import EMBEDDED_BUILDERS, materialize_embedded
 
 
-def save_embedded(name: str, out: Path) -> Path:
-    """Copy the built model into `out`, which must not exist or be empty (nothing is overwritten)."""
+def save_embedded(name: str, out: Path) -> bool:
+    """Copy the built model into `out` (absent or empty); False when `out` already holds this very
+    model. Anything else in `out` is an error: nothing is overwritten."""
+    built = materialize_embedded(name)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise FileExistsError(f"{out}: exists and is not an empty directory; choose another path")
-    shutil.copytree(materialize_embedded(name), out, dirs_exist_ok=True)
-    return out
+        if _same_files(built, out):
+            return False
+        raise FileExistsError(f"{out}: exists and holds something other than {name}; choose another path")
+    shutil.copytree(built, out, dirs_exist_ok=True)
+    return True
+
+
+def _same_files(a: Path, b: Path) -> bool:
+    names = sorted(f.name for f in a.iterdir())
+    return names == sorted(f.name for f in b.iterdir()) and all(
+        (a / n).read_bytes() == (b / n).read_bytes() for n in names)
 
 
 @reports_user_errors("models.save_embedded")
@@ -28,9 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("name", choices=sorted(EMBEDDED_BUILDERS))
     p.add_argument("out", type=Path, help="the directory to write (absent or empty)")
     args = p.parse_args(argv)
-    out = save_embedded(args.name, args.out)
-    files = ", ".join(sorted(f.name for f in out.iterdir()))
-    print(f"wrote {args.name} to {out} ({files}); use it as model.name_or_path={out}")
+    wrote = save_embedded(args.name, args.out)
+    files = ", ".join(sorted(f.name for f in args.out.iterdir()))
+    print(f"{'wrote' if wrote else 'already there:'} {args.name} in {args.out} ({files}); "
+          f"use it as model.name_or_path={args.out}")
     return 0
 
 

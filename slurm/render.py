@@ -27,14 +27,51 @@ def job_overrides(task_overrides: list[str], drop: tuple[str, ...] = ()) -> list
     return keep
 
 
-def sbatch_lines(cfg: DictConfig, job_name: str, log_dir: Path, array: int | None = None) -> list[str]:
+OFFLOAD_THREADS, DEFAULT_THREADS = 8, 2
+
+
+def threads_per_rank(cfg: DictConfig) -> int:
+    """`slurm.threads_per_rank`; by default 8 where the optimizer is offloaded (each rank runs its
+    share of the Adam step on the CPU in OpenMP threads), else 2; with `slurm.cpus_per_task` set,
+    its share per process."""
+    s = cfg.slurm
+    if s.threads_per_rank is not None:
+        return s.threads_per_rank
+    if s.cpus_per_task is not None:
+        return max(1, s.cpus_per_task // procs_per_node(s))
+    return OFFLOAD_THREADS if cfg.deepspeed.offload_optimizer else DEFAULT_THREADS
+
+
+def cpus_per_task(cfg: DictConfig) -> int:
+    s = cfg.slurm
+    return s.cpus_per_task if s.cpus_per_task is not None else procs_per_node(s) * threads_per_rank(cfg)
+
+
+def train_memory(cfg: DictConfig) -> str:
+    """`slurm.mem`, else what the memory plan asks per node (it reads model.name_or_path's config.json)."""
+    if cfg.slurm.mem:
+        return cfg.slurm.mem
+    from train.plan import host_request_gb, layout, run_model_shape
+
+    try:
+        shape = run_model_shape(cfg)
+    except ValueError as e:
+        raise ValueError(f"slurm.mem is not set, and its default comes from the memory plan, which could not read "
+                         f"the model here ({e}); set slurm.mem=<GB per node>G") from None
+    return f"{host_request_gb(shape, layout(cfg, job_world_size(cfg.slurm)))}G"
+
+
+def sbatch_lines(cfg: DictConfig, job_name: str, log_dir: Path, array: int | None = None,
+                 mem: str | None = None) -> list[str]:
     s = cfg.slurm
     lines = [f"--job-name={job_name}", f"--nodes={s.nodes}", "--ntasks-per-node=1",
-             f"--cpus-per-task={s.cpus_per_task}", f"--time={s.time}", f"--output={log_dir}/%x-%A_%a.out"
+             f"--cpus-per-task={cpus_per_task(cfg)}", f"--time={s.time}", f"--output={log_dir}/%x-%A_%a.out"
              if array is not None else f"--output={log_dir}/%x-%j.out", "--open-mode=append"]
     if s.gpus_per_node > 0:
         lines.append(f"--gpus-per-node={s.gpus_per_node}")
-    for flag in ("mem", "partition", "account", "qos"):
+    if mem:
+        lines.append(f"--mem={mem}")
+    for flag in ("partition", "account", "qos"):
         if s[flag]:
             lines.append(f"--{flag}={s[flag]}")
     if array is None:
@@ -51,8 +88,7 @@ def _fill(text: str, values: dict[str, str]) -> str:
 def _common(cfg: DictConfig, repo: Path) -> dict[str, str]:
     s = cfg.slurm
     return {"REPO": shlex.quote(str(repo)), "PYTHON": shlex.quote(sys.executable),
-            "SETUP": "\n".join(s.setup), "CPUS": str(s.cpus_per_task),
-            "THREADS": str(max(1, s.cpus_per_task // procs_per_node(s)))}
+            "SETUP": "\n".join(s.setup), "CPUS": str(cpus_per_task(cfg)), "THREADS": str(threads_per_rank(cfg))}
 
 
 def train_script(cfg: DictConfig, overrides: list[str], repo: Path, log_dir: Path) -> str:
@@ -63,7 +99,7 @@ def train_script(cfg: DictConfig, overrides: list[str], repo: Path, log_dir: Pat
     run_dir = Path(cfg.output_dir).resolve()
     args = [*job_overrides(overrides, ("output_dir", "resume")), f"output_dir={run_dir}", "resume=auto"]
     return _fill(_template("train"), {
-        **_common(cfg, repo), "SBATCH": "\n".join(sbatch_lines(cfg, cfg.exp_name, log_dir)),
+        **_common(cfg, repo), "SBATCH": "\n".join(sbatch_lines(cfg, cfg.exp_name, log_dir, mem=train_memory(cfg))),
         "RUN_DIR": shlex.quote(str(run_dir)), "PORT": str(s.rdzv_port), "PROCS": str(procs_per_node(s)),
         "OVERRIDES": " ".join(shlex.quote(a) for a in args)})
 
@@ -87,7 +123,8 @@ def eval_script(cfg: DictConfig, overrides: list[str], repo: Path, log_dir: Path
     n = len(s.checkpoints) * len(buckets)
     args = job_overrides(overrides, ("output_dir", "checkpoint", "eval.buckets"))
     script = _fill(_template("eval"), {
-        **_common(cfg, repo), "SBATCH": "\n".join(sbatch_lines(cfg, f"{cfg.exp_name}-eval", log_dir, array=n)),
+        **_common(cfg, repo), "SBATCH": "\n".join(sbatch_lines(cfg, f"{cfg.exp_name}-eval", log_dir, array=n,
+                                                                  mem=s.mem)),
         "CHECKPOINTS": " ".join(shlex.quote(str(c)) for c in s.checkpoints),
         "NAMES": " ".join(shlex.quote(x) for x in names), "BUCKETS": " ".join(shlex.quote(b) for b in buckets),
         "SWEEP_DIR": shlex.quote(str(Path(cfg.output_dir).resolve())),

@@ -26,11 +26,14 @@ REPO = Path(__file__).resolve().parents[1]
 @reports_user_errors("slurm/submit.py")
 def main(cfg: DictConfig) -> None:
     from slurm.render import eval_script, train_script
+    from train.data import check_run_config
+    from train.parallel_dims import job_world_size
 
     overrides = list(HydraConfig.get().overrides.task)
     out = Path(cfg.output_dir).resolve() / "slurm"
     log_dir = out / "logs"
     if cfg.slurm.mode == "train":
+        check_run_config(cfg, job_world_size(cfg.slurm))     # what the job's ranks would check, checked now
         script, what = train_script(cfg, overrides, REPO, log_dir), "training job"
     else:
         script, n = eval_script(cfg, overrides, REPO, log_dir)

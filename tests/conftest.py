@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 import sys
@@ -8,6 +9,18 @@ import pytest
 from train.distributed import free_port  # noqa: F401  (the tests' helpers import it from here)
 
 REPO = Path(__file__).resolve().parents[1]
+QWEN3_8B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
+            "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "tie_word_embeddings": False,
+            "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}
+
+
+@pytest.fixture(scope="session")
+def qwen3_8b(tmp_path_factory):
+    """A model directory of Qwen3-8B's config.json alone: what the memory plan reads."""
+    path = tmp_path_factory.mktemp("qwen3-8b")
+    (path / "config.json").write_text(json.dumps(QWEN3_8B))
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -1,17 +1,26 @@
 """Every experiment through its real checks, as litgpt's config-hub test does: each
-`configs/exp/*.yaml` composed with the embedded tiny model (and an empty data directory where it
-reads one), then the trainer's run-config check at the job's world size, the memory plan and the
+`configs/exp/*.yaml` composed with the embedded tiny model (and a data directory of one valid row
+per split where it reads one), then the trainer's run-config check at the job's world size, the memory plan and the
 SLURM render of its job."""
 import pytest
 from hydra import compose, initialize_config_dir
 
 import configs.schema  # noqa: F401
+from data_builders.longnovel_released import released_row
+from data_builders.schema import write_jsonl
 from slurm.render import train_script
 from tests.conftest import REPO
 from train.data import check_run_config
 from train.plan import make_plan, planned_world_size
 
 EXPERIMENTS = sorted(p.stem for p in (REPO / "configs" / "exp").glob("*.yaml"))
+RECORD = {"id": "r1", "task": "summarization", "language": "zh", "source": "原文。", "response": "摘要。", "label": 0}
+
+
+def _write_data(root, source: str) -> None:
+    row = released_row(RECORD) if source == "longnovel_released" else RECORD
+    for split in ("train", "test"):
+        write_jsonl(root / f"{split}.jsonl", [row])
 
 
 def _cfg(name: str, data_root) -> object:
@@ -27,11 +36,11 @@ def test_there_are_experiments_of_every_kind():
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
-def test_experiment_passes_the_run_check_the_plan_and_the_slurm_render(name, tmp_path, monkeypatch):
+def test_experiment_passes_the_run_check_the_plan_and_the_slurm_render(name, tmp_path):
     cfg, ov = _cfg(name, tmp_path)
+    _write_data(tmp_path, cfg.data.source)
     world = planned_world_size(cfg)
-    monkeypatch.setenv("WORLD_SIZE", str(world))        # the trainer's ranks under the rendered job
-    check_run_config(cfg)
+    check_run_config(cfg, world)
     rows, text = make_plan(cfg, world)
     assert [r.name for r in rows] == [s.name for s in cfg.curriculum.stages]
     assert all(r.total > 0 for r in rows) and "host memory for offload" in text

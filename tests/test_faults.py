@@ -10,6 +10,8 @@ import time
 import psutil
 import pytest
 
+from data_builders.longnovel_released import released_row
+from data_builders.schema import write_jsonl
 from tests.conftest import REPO, free_port, torchrun
 from tests.test_trainer_e2e import TINY
 from train.checkpoint import find_resume_point, save_state, stage_dir
@@ -55,7 +57,7 @@ def test_killed_rank_ends_the_job_and_resume_continues(tmp_path):
     assert point.step >= 4 and point.step % 2 == 0
     again = torchrun(2, BASE + LONG_STAGE + [f"output_dir={out}", "resume=auto"])
     assert again.returncode == 0, again.stderr[-3000:]
-    assert f"resuming at stage 0 step {point.step}" in again.stdout
+    assert f"resuming at stage 0 's2k' step {point.step}" in again.stdout
     after = read_train_log(out)
     assert [r["step"] for r in after] == list(range(1, 15))
     for r in after:
@@ -121,23 +123,73 @@ def test_config_error_before_any_process_group(tmp_path, override, key):
     assert "Traceback" not in proc.stderr
 
 
+def _one_error_line(proc_out: str, expected: str) -> None:
+    """The error once, from one rank, and no traceback through the toolkit's code or a collective."""
+    said = [line for line in proc_out.splitlines() if "train/sft.py: error:" in line
+            and not line.lstrip().startswith("traceback :")]        # torchrun's summary quotes the root cause
+    assert len(said) == 1 and expected in said[0], proc_out[-4000:]
+    ours = [line for line in proc_out.splitlines()
+            if line.strip().startswith(f'File "{REPO}/') and f'File "{REPO}/.venv/' not in line]
+    assert not ours and "Connection closed" not in proc_out, proc_out[-4000:]
+
+
 @pytest.mark.slow
 def test_data_errors_end_the_job_without_a_waiting_rank(tmp_path):
-    """A build error on rank 0 (the others wait for its records) and a stage error on every rank."""
+    """A build error on rank 0 (the others wait for its records) and a stage error on every rank:
+    each printed once, by one rank."""
     start = time.time()
     empty = torchrun(2, BASE + [f"output_dir={tmp_path / 'a'}",
                                 "curriculum.stages=[{name: s32k, bucket: L, max_seq_len: 32768, max_steps: 2}]"],
                      timeout=300)
     assert empty.returncode != 0 and time.time() - start < 240
-    assert "the corpus is too small for these buckets" in empty.stderr, empty.stderr[-3000:]
+    _one_error_line(empty.stdout + empty.stderr, "the corpus is too small for these buckets")
     start = time.time()
     short = _launch(BASE + [f"output_dir={tmp_path / 'b'}",
                             "curriculum.stages=[{name: m, bucket: M, max_seq_len: 1024, max_steps: 2}]"], tee=True)
     out, err = short.communicate(timeout=300)
     assert short.returncode != 0 and time.time() - start < 240
-    for rank in (0, 1):        # torchrun --tee prefixes each rank's lines
-        assert any(line.startswith(f"[default{rank}]:") and "are longer than max_seq_len=1024" in line
-                   for line in (out + err).splitlines()), err[-3000:]
+    _one_error_line(out + err, "are longer than max_seq_len=1024")
+    assert any(line.startswith("[default0]:train/sft.py: error:") for line in (out + err).splitlines())
+
+
+def _released(root, bad_type_on_line: int | None = None, splits=("train", "test")) -> None:
+    """Released-format rows of short sources (all in bucket S), hallucinated and faithful in turn."""
+    root.mkdir(parents=True)
+    for split in splits:
+        rows = []
+        for i in range(6):
+            wrong = "程玉堂去了洛阳城。"
+            rec = {"id": f"{split}{i}", "task": "summarization", "language": "zh", "source": "程玉堂去了临安城。" * 30,
+                   "response": wrong if i % 2 else "程玉堂去了临安城。", "label": i % 2,
+                   "hallucination_types": ["entity"] * (i % 2), "hallucinated_sentences": [wrong] * (i % 2)}
+            rows.append(released_row(rec))
+        if bad_type_on_line is not None and split == "train":
+            row = rows[bad_type_on_line - 1]
+            assert "实体幻觉" in row["output"]
+            row["output"] = row["output"].replace("实体幻觉", "人物幻觉")
+        write_jsonl(root / f"{split}.jsonl", rows)
+
+
+RECIPE = ["+exp=longnovel_curriculum", "model.name_or_path=embedded:qwen3-tiny", "trainer.max_steps=1",
+          "eval.enabled=false", "logger.wandb=false", "trainer.progress=false"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["missing_test_file", "bad_type_on_line_4", "no_bucket_M_records"])
+def test_the_recipe_with_bad_data_says_one_line_and_no_traceback(tmp_path, case):
+    """The README's recipe command under 2 ranks: a missing file and a bad row are found by every rank
+    before any process group (no run directory is made); a stage without records after training the
+    first one, on the main rank, and raised on both."""
+    data, out = tmp_path / "data", tmp_path / "run"
+    _released(data, bad_type_on_line=4 if case == "bad_type_on_line_4" else None,
+              splits=("train",) if case == "missing_test_file" else ("train", "test"))
+    proc = torchrun(2, RECIPE + [f"data.root={data}", f"output_dir={out}"], timeout=300)
+    assert proc.returncode != 0
+    expected = {"missing_test_file": f"data.root={data}: expected test.jsonl or test.json, found neither",
+                "bad_type_on_line_4": f"{data / 'train.jsonl'}:4 field 'output': hallucination_type: expected one of",
+                "no_bucket_M_records": "curriculum stage 'sft_16k': no training records in bucket 'M'"}[case]
+    _one_error_line(proc.stdout + proc.stderr, expected)
+    assert out.exists() == (case == "no_bucket_M_records")
 
 
 def test_eval_run_without_data_root_names_the_key(tmp_path):

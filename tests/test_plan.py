@@ -1,7 +1,6 @@
 """The GPU memory plan (train/plan.py): parameter counts from the real architecture class on the
 meta device, its activation / ring / logits terms against measured CPU peaks of the tiny model,
 the CLI, and the trainer's refusal of a run far over its GPU."""
-import json
 import subprocess
 import sys
 
@@ -11,19 +10,8 @@ from models.builders import resolve_model_path
 from tests.conftest import REPO
 from train.plan import GB, Layout, MemoryPlanError, check_before_training, model_shape, stage_terms
 
-QWEN3_8B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
-            "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32,
-            "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "tie_word_embeddings": False,
-            "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}
 CPU_STEP = Layout(world=2, ranks_per_node=2, zero_stage=0, offload_param=False, offload_optimizer=False,
                   gradient_checkpointing=False, generative=True, chunk_tokens=1024)
-
-
-@pytest.fixture(scope="module")
-def qwen3_8b(tmp_path_factory):
-    path = tmp_path_factory.mktemp("qwen3-8b")
-    (path / "config.json").write_text(json.dumps(QWEN3_8B))
-    return path
 
 
 def test_parameters_are_counted_from_the_architecture_without_weights(qwen3_8b):

@@ -2,8 +2,12 @@ import json
 
 import pytest
 
-from data_builders.longnovel_released import bucket_for_tokens, import_released
+from data_builders.longnovel_released import bucket_for_tokens, import_released, import_report
+from data_builders.released_sample import write_sample
 from data_builders.schema import RecordError
+from data_builders.sources import rendered_lengths
+from models.builders import load_tokenizer, resolve_model_path
+from models.save_embedded import save_embedded
 
 HALLU = {"has_hallucination": "有幻觉", "details": [{
     "hallucination_type": "数字幻觉", "hallucinated_sentence": "他带着五百两银子。",
@@ -74,3 +78,33 @@ def test_released_lengths_are_tokenised_once_then_read_from_the_cache(tokenizer,
     assert import_released(path, count) == records
     assert list((tmp_path / "cache" / "samples").iterdir()) == [cached]
     assert {f.name: f.stat().st_mtime_ns for f in cached.iterdir()} == written
+
+
+def test_the_embedded_sample_in_released_form_reads_back_as_built(tmp_path, tokenizer):
+    """The converter's files: the released fields, Prompt-E in instruction / input, and records that
+    import back to the builder's (labels, types, corrections, S / M / L lengths)."""
+    paths = write_sample(tokenizer, tmp_path, n_train=6, n_test=4)
+    rows = [json.loads(line) for line in paths["train"].read_text(encoding="utf-8").splitlines()]
+    assert [list(r) for r in rows] == [["id", "language", "article", "summary", "instruction", "input", "output"]] * 6
+    count = lambda records: rendered_lengths(records, tokenizer, "prompt_e")  # noqa: E731
+    records = import_released(paths["train"], count)
+    assert [r["length_bucket"] for r in records] == ["S", "S", "M", "M", "L", "L"]
+    assert [r["label"] for r in records] == [1, 0] * 3 and all(r["hallucination_types"] for r in records[::2])
+    assert all(r["id"].split("-")[1] == r["length_bucket"] for r in records)   # the builder's bucket, re-measured
+    assert "0 differ from the Prompt-E rendering; input: 6 present, 0 differ" in import_report(paths["train"], records)
+    rows[1]["input"] = rows[1]["input"].replace("摘要:", "Summary:")
+    del rows[2]["instruction"]
+    edited = _write(tmp_path, rows, "edited.jsonl")
+    report = import_report(edited, import_released(edited))
+    assert "instruction: 5 present, 0 differ" in report and "input: 6 present, 1 differ" in report
+    assert "read id, language, article, summary, output" in report
+
+
+def test_the_embedded_model_as_a_plain_directory(tmp_path):
+    out = tmp_path / "qwen3-tiny"
+    assert save_embedded("qwen3-tiny", out) is True
+    assert resolve_model_path(str(out)) == str(out) and load_tokenizer(str(out)).chat_template
+    assert save_embedded("qwen3-tiny", out) is False          # the same model again: left as it is
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="holds something other than qwen3-tiny"):
+        save_embedded("qwen3-tiny", out)

@@ -8,6 +8,7 @@ from hydra import compose, initialize_config_dir
 import configs.schema  # noqa: F401
 from slurm.render import checkpoint_name, eval_script, job_overrides, train_script
 from tests.conftest import REPO
+from train.plan import GB, host_bytes_per_node, host_request_gb, layout, model_shape
 
 
 def _cfg(overrides):
@@ -21,8 +22,8 @@ def test_job_overrides_drop_slurm_and_script_keys():
     assert kept == ["+exp=x", "optim.lr=1e-5"]
 
 
-def test_train_script_multi_node(tmp_path):
-    ov = ["+exp=longnovel_curriculum", "model.name_or_path=/models/q", "slurm.nodes=2", "slurm.gpus_per_node=8",
+def test_train_script_multi_node(tmp_path, qwen3_8b):
+    ov = ["+exp=longnovel_curriculum", f"model.name_or_path={qwen3_8b}", "slurm.nodes=2", "slurm.gpus_per_node=8",
           "slurm.partition=gpu", "slurm.account=lab", f"output_dir={tmp_path}", "parallel=sp4"]
     script = train_script(_cfg(ov), ov, REPO, tmp_path / "logs")
     for line in ("#SBATCH --nodes=2", "#SBATCH --gpus-per-node=8", "#SBATCH --partition=gpu",
@@ -31,7 +32,24 @@ def test_train_script_multi_node(tmp_path):
         assert line in script, line
     job = script.split("train/sft.py", 1)[1].split("&", 1)[0]
     assert "slurm." not in job and f"output_dir={tmp_path}" in job and "resume=auto" in job and "parallel=sp4" in job
-    assert "--mem" not in script and "--qos" not in script
+    assert "--qos" not in script
+
+
+def test_train_script_asks_for_the_plans_host_memory_and_offload_threads(tmp_path, qwen3_8b):
+    ov = ["+exp=longnovel_curriculum", f"model.name_or_path={qwen3_8b}", "slurm.nodes=2", f"output_dir={tmp_path}"]
+    cfg = _cfg(ov)
+    m, lay = model_shape(str(qwen3_8b)), layout(cfg, 16)
+    script = train_script(cfg, ov, REPO, tmp_path / "logs")
+    mem = host_request_gb(m, lay)
+    # ZeRO-3 offload of an 8B model over 16 ranks: half the fp32 master, moments, grads and bf16 params per node
+    assert host_bytes_per_node(m, lay) / GB == pytest.approx(8.19 * 18 / 2, rel=0.01)
+    assert mem * GB > host_bytes_per_node(m, lay) and f"#SBATCH --mem={mem}G" in script
+    assert "#SBATCH --cpus-per-task=64" in script and "export OMP_NUM_THREADS=8" in script
+    given = train_script(_cfg(ov + ["slurm.mem=900G", "slurm.cpus_per_task=32"]), ov, REPO, tmp_path / "logs")
+    assert "#SBATCH --mem=900G" in given and "#SBATCH --cpus-per-task=32" in given and "OMP_NUM_THREADS=4" in given
+    no_model = ["+exp=longnovel_curriculum", "model.name_or_path=/nonexistent/q", f"output_dir={tmp_path}"]
+    with pytest.raises(ValueError, match="slurm.mem"):
+        train_script(_cfg(no_model), no_model, REPO, tmp_path / "logs")
 
 
 @pytest.mark.parametrize("parallel, key", [

@@ -73,7 +73,7 @@ def test_changing_the_sp_degree_between_stages_changes_no_step_and_resumes_insid
     first = _ok(torchrun(2, TINY + _stages(2, 2) + [f"output_dir={resumed}", "trainer.stop_at_step=4"]))
     assert "sequence-parallel 2 x data-parallel 1, global batch 2" in first.stdout
     second = _ok(torchrun(2, TINY + _stages(2, 2) + [f"output_dir={resumed}", "resume=auto"]))
-    assert "resuming at stage 1 step 2 (global step 4)" in second.stdout
+    assert "resuming at stage 1 's4k' step 2 (global step 4)" in second.stdout
     c = read_train_log(resumed)
     assert [r["step"] for r in c] == [1, 2, 3, 4, 5]
     for x, y in zip(c, a):

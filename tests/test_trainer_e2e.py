@@ -91,13 +91,21 @@ def test_resume_reproduces_the_uninterrupted_losses(uninterrupted, tmp_path):
     assert [r["step"] for r in read_train_log(out)] == [1, 2, 3, 4]
     assert (out / "checkpoints" / "1-s4k" / "step-000001" / "trainer_state.json").exists()
     assert not (out / "eval").exists(), first.stdout[-2000:]
+    said = [line.strip() for line in first.stdout.splitlines()]
+    assert "stopped after global step 4 (trainer.stop_at_step=4); the run is not finished. Continue it with:" in said
+    command = said[said.index(next(x for x in said if x.startswith("stopped after"))) + 1]
+    assert command.startswith("torchrun --nproc_per_node=2 ") and command.endswith(f"output_dir={out} resume=auto")
+    assert "stop_at_step" not in command and f"{TINY[0]} {TINY[1]} {TINY[2]}" in command
     second = _ok(torchrun(2, TINY + [f"output_dir={out}", "resume=auto"]))
-    assert "resuming at stage 1 step 1 (global step 4)" in second.stdout
+    assert "resuming at stage 1 's4k' step 1 (global step 4)" in second.stdout
     resumed, reference = read_train_log(out), read_train_log(uninterrupted)
     assert [r["step"] for r in resumed] == [1, 2, 3, 4, 5, 6]
     for a, b in zip(resumed, reference):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-5), (a, b)
         assert a["lr"] == pytest.approx(b["lr"], rel=1e-9)
+    third = _ok(torchrun(2, TINY + [f"output_dir={out}", "resume=auto"]))
+    assert f"{out} has finished all 2 stages (global step 6): re-running its final evaluation only" in third.stdout
+    assert read_train_log(out) == resumed
 
 
 def test_hf_export_loads_and_generates(uninterrupted):

@@ -20,16 +20,20 @@ from data_builders.sources import (
     needed_buckets,
     read_splits,
 )
+from models.builders import resolve_model_path
 from models.kinds import kind_of
 from train.distributed import DistInfo, barrier, on_main_rank
-from train.parallel_dims import launched_world_size, stage_dims
+from train.parallel_dims import stage_dims
 
 
-def check_run_config(cfg: DictConfig) -> None:
-    """Errors a user can fix, raised before any process group exists."""
+def check_run_config(cfg: DictConfig, world: int) -> None:
+    """Errors a user can fix in a training run of `world` ranks, raised before any process group
+    exists (train/sft.py) or any job is submitted (slurm/submit.py): the model path, the curriculum,
+    the parallel layout, the task, the data (every row of its files)."""
+    resolve_model_path(cfg.model.name_or_path)
     if not cfg.curriculum.stages:
         raise DataError("curriculum.stages is empty: at least one stage is needed")
-    check_parallel_config(cfg)
+    check_parallel_config(cfg, world)
     check_task_config(cfg.task)
     known = set(cfg.data.bucket_budgets)
     for name in needed_buckets(cfg):
@@ -47,9 +51,8 @@ def stage_grad_accum(cfg: DictConfig, stage: DictConfig | None) -> tuple[int, st
     return cfg.optim.grad_accum, "optim.grad_accum"
 
 
-def check_parallel_config(cfg: DictConfig) -> None:
+def check_parallel_config(cfg: DictConfig, world: int) -> None:
     check_ring_config(cfg)
-    world = launched_world_size()
     for stage in [None, *cfg.curriculum.stages]:
         dims = stage_dims(cfg, stage, world)       # validated before any process group exists
         sp, key = dims.sp_size, dims.key

@@ -23,6 +23,7 @@ over by more than `plan.max_over`.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import hydra
@@ -40,6 +41,8 @@ GPU_MEMORY_GB = {"h20": 96, "a800": 80, "a100-40": 40, "a100-80": 80, "a100": 80
 RUNTIME_RESERVE = 2.0 * GB          # CUDA context, NCCL buffers, allocator fragmentation
 REDUCE_BUCKET = 5e8                 # DeepSpeed ZeRO defaults (elements)
 PREFETCH_BUCKET = 5e7
+HOST_MARGIN = 1.25                  # on offload's host memory: pinned-buffer alignment, allocator slack
+HOST_PER_RANK = 8.0 * GB            # one rank's own process: CUDA runtime, Python, its records and samples
 
 
 class MemoryPlanError(ValueError):
@@ -182,7 +185,7 @@ def layout(cfg: DictConfig, world: int) -> Layout:
                   generative=kind_of(cfg.task).generates, chunk_tokens=cfg.trainer.loss_chunk_tokens)
 
 
-def table(rows: list[StageRow], limit: float, host: float, lay: Layout) -> str:
+def table(rows: list[StageRow], limit: float, m: ModelShape, lay: Layout) -> str:
     head = ("| stage | tokens | sp | params | grads | optim | activations | ring kv | logits | reserve | total "
             f"(GB of {limit / GB:.0f}) | fits | smallest sp |")
     lines = [head, "|" + "---|" * 13]
@@ -191,22 +194,35 @@ def table(rows: list[StageRow], limit: float, host: float, lay: Layout) -> str:
         lines.append(f"| {r.name} | {r.seq_len:,} | {r.sp} | {t['params']} | {t['grads']} | {t['optimizer']} | "
                      f"{t['activations']} | {t['attention']} | {t['logits']} | {t['reserve']} | {r.total / GB:.1f} | "
                      f"{'yes' if r.total <= limit else 'NO'} | {r.smallest_sp or 'none'} |")
-    lines.append(f"host memory for offload: {host / GB:.0f} GB per node ({min(lay.world, lay.ranks_per_node)} "
-                 f"ranks of {lay.world}; ZeRO-{lay.zero_stage}, offload params {lay.offload_param}, "
-                 f"optimizer {lay.offload_optimizer}, gradient checkpointing {lay.gradient_checkpointing})")
+    lines.append(f"host memory for offload: {host_bytes_per_node(m, lay) / GB:.0f} GB per node "
+                 f"({min(lay.world, lay.ranks_per_node)} ranks of {lay.world}; ZeRO-{lay.zero_stage}, offload params "
+                 f"{lay.offload_param}, optimizer {lay.offload_optimizer}, gradient checkpointing "
+                 f"{lay.gradient_checkpointing}); a SLURM job asks for {host_request_gb(m, lay)} GB per node "
+                 "(slurm.mem's default)")
     return "\n".join(lines)
 
 
-def make_plan(cfg: DictConfig, world: int) -> tuple[list[StageRow], str]:
+def run_model_shape(cfg: DictConfig) -> ModelShape:
     from models.builders import resolve_model_path
     from models.heads import head_spec
 
     kind = kind_of(cfg.task)
-    m = model_shape(resolve_model_path(cfg.model.name_or_path), kind.name,
-                    2 if kind.generates else len(head_spec(cfg.task.head).labels), cfg.model.dtype)
+    return model_shape(resolve_model_path(cfg.model.name_or_path), kind.name,
+                       2 if kind.generates else len(head_spec(cfg.task.head).labels), cfg.model.dtype)
+
+
+def host_request_gb(m: ModelShape, lay: Layout) -> int:
+    """Host memory to ask for per node (`slurm.mem`'s default): offload's share with a margin, plus
+    each rank's own process."""
+    ranks = min(lay.world, lay.ranks_per_node)
+    return math.ceil((host_bytes_per_node(m, lay) * HOST_MARGIN + HOST_PER_RANK * ranks) / GB)
+
+
+def make_plan(cfg: DictConfig, world: int) -> tuple[list[StageRow], str]:
+    m = run_model_shape(cfg)
     lay = layout(cfg, world)
     rows = plan_rows(cfg, m, lay)
-    return rows, table(rows, gpu_bytes(cfg), host_bytes_per_node(m, lay), lay)
+    return rows, table(rows, gpu_bytes(cfg), m, lay)
 
 
 def check_before_training(cfg: DictConfig, world: int, gpu_total_bytes: float) -> str | None:

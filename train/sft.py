@@ -12,17 +12,15 @@ from data_builders.user_errors import reports_user_errors
 @hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
 @reports_user_errors("train/sft.py")
 def main(cfg: DictConfig) -> None:
-    from models.builders import resolve_model_path
     from train.data import check_run_config
     from train.distributed import init_distributed, teardown
-    from train.parallel_dims import sp_sizes
+    from train.parallel_dims import launched_world_size, sp_sizes
     from train.quiet import quiet_libraries
     from train.trainer import train
 
-    # before any process group: a missing path fails at once, and the embedded model is written by
-    # every process on its own (under a process group, save_pretrained writes on rank 0 only)
-    resolve_model_path(cfg.model.name_or_path)
-    check_run_config(cfg)
+    # before any process group: a bad path or row fails at once on every rank alike, and the embedded
+    # model is written by every process on its own (under a process group, save_pretrained writes on rank 0 only)
+    check_run_config(cfg, launched_world_size())
     check_memory_plan(cfg)
     quiet_libraries(cfg.trainer.verbose)
     try:
