@@ -62,7 +62,7 @@ class TaskConfig:
     head: Head = Head.binary              # discriminative head: binary | anah | faithfulness
     class_weights: list[float] | None = None   # per-class loss weights (single-label heads)
     focal_gamma: float = 0.0              # > 0: focal loss instead of cross-entropy
-    scorer: Scorer = Scorer.longnovel     # how the final evaluation is scored: longnovel | anah | binary
+    scorer: Scorer = Scorer.longnovel     # the final evaluation's scorer: longnovel | anah | binary | spans | uhgeval
     response_lm: bool = False             # generative: also predict the response's faithful sentences from the
                                           # source (a label for every faithful summary token, from the gold)
     evidence_sentences: int = 0           # > 0: judge each response sentence against its k best-matching source
@@ -287,7 +287,7 @@ class SFTConfig:
 
 @dataclass
 class ScoreConfig:
-    task: Scorer = MISSING         # longnovel | anah | binary
+    task: Scorer = MISSING         # longnovel | anah | binary | spans | uhgeval
     gold: str = MISSING            # JSONL records of the shared schema
     predictions: str = MISSING     # JSONL {"id", "output"} or {"id", "label"} / {"id", "probs"}
     output_dir: str = MISSING

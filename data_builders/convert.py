@@ -4,6 +4,8 @@
     python -m data_builders.convert faithbench batch_1.json ... --out DIR [--pooling worst]
     python -m data_builders.convert halueval qa_data.json --subset qa --out DIR
     python -m data_builders.convert ragtruth response.jsonl source_info.jsonl --out DIR
+    python -m data_builders.convert ragtruth_faithjudge ragtruth_summary.jsonl ragtruth_qa.jsonl ... --out DIR
+    python -m data_builders.convert uhgeval dataset_uhgeval_concise.jsonl --out DIR
     python -m data_builders.convert hallumix hallumix.jsonl --out DIR
 
 DIR receives `<split>.jsonl` (datasets without splits go to `--split`, default test) and
@@ -21,7 +23,7 @@ from pathlib import Path
 
 from data_builders.schema import write_jsonl
 
-DATASETS = ("anah", "faithbench", "halueval", "ragtruth", "hallumix")
+DATASETS = ("anah", "faithbench", "halueval", "ragtruth", "ragtruth_faithjudge", "uhgeval", "hallumix")
 HALUEVAL_FILES = {"qa_data": "qa", "dialogue_data": "dialogue", "summarization_data": "summarization",
                   "general_data": "general"}
 
@@ -77,6 +79,14 @@ def _single(args) -> tuple[dict[str, list[dict]], str]:
 
         subset = halueval_subset(args)
         rows = [r for p in args.inputs for r in import_halueval(p, subset)]
+    elif args.dataset == "ragtruth_faithjudge":
+        from data_builders.ragtruth import import_ragtruth_faithjudge
+
+        rows = [r for p in args.inputs for r in import_ragtruth_faithjudge(p)]
+    elif args.dataset == "uhgeval":
+        from data_builders.uhgeval import import_uhgeval
+
+        rows = [r for p in args.inputs for r in import_uhgeval(p)]
     else:
         from data_builders.hallumix import import_hallumix
 
@@ -87,7 +97,16 @@ def _single(args) -> tuple[dict[str, list[dict]], str]:
     if untyped:
         report += (f"\n{untyped} hallucinated records have no Intrinsic / Extrinsic label in their annotations: "
                    "their faithfulness_labels are empty")
-    return {args.split: rows}, report
+    return {args.split: rows}, report + span_report(rows)
+
+
+def span_report(rows: list[dict]) -> str:
+    """How many annotated spans the records carry, and how many could not be located in their response."""
+    n = sum(len(r.get("spans") or []) for r in rows)
+    if not n and not any("spans" in r for r in rows):
+        return ""
+    lost = sum((r.get("meta") or {}).get("unlocated_spans", 0) for r in rows)
+    return f"\n{n} annotated spans located in their responses; {lost} not found there (left out of spans)"
 
 
 def convert(args) -> str:

@@ -13,10 +13,15 @@ import json
 from pathlib import Path
 
 from data_builders.schema import RecordError, validate_record
+from data_builders.spans import find_span, span
 
 SEVERITY = {"Benign": 1, "Questionable": 2, "Unwanted": 3}
 DEFAULT_HALLUCINATED = ("Questionable", "Unwanted")
 POOLING = ("worst", "best", "majority")
+# The detectors whose per-item outputs each released sample carries: a factual-consistency score in
+# [0, 1] (HHEM), or 1 (consistent) / 0 (hallucinated)
+DETECTORS = ("hhemv1", "hhem-2.1", "hhem-2.1-english", "trueteacher", "true_nli", "gpt-3.5-turbo", "gpt-4-turbo",
+             "gpt_4o")
 
 
 def _label_class(label: str) -> str | None:
@@ -69,18 +74,21 @@ def _faithfulness(labels: list[str], hallucinated: bool) -> list[str]:
     return sorted(kinds)
 
 
-def _located(span: dict, response: str, lead: int) -> dict:
-    """The span with offsets into the stored (stripped) response: the released offsets index the raw
-    summary, whose leading whitespace the record drops. Where the shifted offsets do not point at the
-    span's text, its first occurrence is taken; a text that is not in the response gets None."""
-    text, start = span.get("summary_span"), span.get("summary_start")
-    if isinstance(start, int) and text and response[start - lead:start - lead + len(text)] == text:
-        start = start - lead
-    else:
-        start = response.find(text) if text else -1
-        start = start if start >= 0 else None
-    end = start + len(text) if start is not None else None
-    return {**span, "summary_start": start, "summary_end": end}
+def _annotation_spans(sample: dict, response: str, lead: int) -> tuple[list[dict], int]:
+    """Every annotation's span as a record span (`type`: its most specific label, e.g.
+    'Unwanted.Intrinsic'; `text`, `note`): the released offsets index the raw summary, whose leading
+    whitespace the record drops, so they are shifted; where they do not point at the span's text,
+    its first occurrence is taken. Also how many spans are not in the response."""
+    spans, missing = [], 0
+    for a in sample.get("annotations") or []:
+        text, start = a.get("summary_span"), a.get("summary_start")
+        bounds = find_span(response, text, start - lead if isinstance(start, int) else None)
+        if bounds is None:
+            missing += 1
+            continue
+        labels = a.get("label") or []
+        spans.append(span(bounds, type=labels[-1] if labels else None, text=text, note=a.get("note")))
+    return spans, missing
 
 
 def import_faithbench(path: str | Path, pooling: str = "worst",
@@ -102,14 +110,15 @@ def import_faithbench(path: str | Path, pooling: str = "worst",
         meta = sample.get("metadata") or {k[5:]: v for k, v in sample.items() if k.startswith("meta_")}
         response = sample["summary"].strip()
         lead = len(sample["summary"]) - len(sample["summary"].lstrip())
-        spans = [_located({k: a.get(k) for k in ("summary_span", "summary_start", "summary_end", "label", "note")},
-                          response, lead) for a in sample.get("annotations") or []]
-        flagged = sorted({s["summary_span"] for s in spans if s["summary_span"]}) if label else []
+        annotated, missing = _annotation_spans(sample, response, lead)
+        spans = [x for x in annotated if _label_class(x["type"] or "") in hallucinated]
         rec = {"id": f"faithbench-{path.stem}-{sample['sample_id']}", "task": "summarization", "language": "en",
-               "source": sample["source"], "response": response, "label": label,
+               "source": sample["source"], "response": response, "label": label, "spans": spans,
                "faithfulness_labels": _faithfulness(labels, bool(label)),
-               "hallucinated_sentences": flagged,
-               "meta": {"pooled_label": pooled or "Consistent", "spans": spans,
-                        "summarizer": meta.get("summarizer") or meta.get("model"), "batch": path.stem}}
+               "hallucinated_sentences": sorted({x["text"] for x in spans}),
+               "meta": {"pooled_label": pooled or "Consistent", "other_spans": [x for x in annotated if x not in spans],
+                        "unlocated_spans": missing,
+                        "summarizer": meta.get("summarizer") or meta.get("model"), "batch": path.stem,
+                        "detectors": {k: meta[k] for k in DETECTORS if k in meta}}}
         records.append(validate_record(rec, str(path), None))
     return records

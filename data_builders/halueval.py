@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from data_builders.schema import RecordError, iter_jsonl, validate_record
+from data_builders.spans import find_span, span
 
 FIELDS = {
     "qa": ("knowledge", "question", "right_answer", "hallucinated_answer"),
@@ -31,15 +32,17 @@ def _pair(subset: str, row: dict, stem: str) -> list[dict]:
             {**base, "id": f"{stem}-h", "language": "en", "response": row[wrong], "label": 1}]
 
 
-def located_spans(response: str, texts: list) -> list[dict]:
-    """general's `hallucination_spans` (texts) with offsets into the response; a text that is not in
-    it keeps None offsets."""
-    out = []
+def located_spans(response: str, texts: list) -> tuple[list[dict], list]:
+    """general's `hallucination_spans` (texts) as record spans of the response, and the texts that
+    do not occur in it."""
+    spans, missing = [], []
     for text in texts:
-        start = response.find(text) if isinstance(text, str) and text else -1
-        out.append({"text": text, "start": start if start >= 0 else None,
-                    "end": start + len(text) if start >= 0 else None})
-    return out
+        bounds = find_span(response, text)
+        if bounds is None:
+            missing.append(text)
+        else:
+            spans.append(span(bounds, text=text))
+    return spans, missing
 
 
 def import_halueval(path: str | Path, subset: str) -> list[dict]:
@@ -56,10 +59,12 @@ def import_halueval(path: str | Path, subset: str) -> list[dict]:
             if flag not in ("yes", "no"):
                 raise RecordError(f"expected 'yes' or 'no', found {row['hallucination']!r}", str(path), line,
                                   "hallucination")
-            spans = located_spans(row["chatgpt_response"], row.get("hallucination_spans") or [])
+            texts = row.get("hallucination_spans") or []
+            spans, missing = located_spans(row["chatgpt_response"], texts)
             rows = [{"id": stem, "task": "qa", "language": "en", "source": "", "question": row["user_query"],
-                     "response": row["chatgpt_response"], "label": int(flag == "yes"),
-                     "hallucinated_sentences": [x["text"] for x in spans], "meta": {"no_source": True, "spans": spans}}]
+                     "response": row["chatgpt_response"], "label": int(flag == "yes"), "spans": spans,
+                     "hallucinated_sentences": [t for t in texts if isinstance(t, str)],
+                     "meta": {"no_source": True, "unlocated_spans": len(missing)}}]
         else:
             rows = _pair(subset, row, stem)
         records += [validate_record(r, str(path), line) for r in rows]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-TASKS = ("summarization", "qa", "nli", "dialogue")
+TASKS = ("summarization", "qa", "nli", "dialogue", "continuation")
 SENTENCE_TYPES = ("none", "contradictory", "unverifiable", "no_fact")
 HALLUCINATION_TYPES = (
     "entity", "numerical", "relation", "logical_inversion",
@@ -85,6 +85,8 @@ def validate_record(rec: Any, path: str | None = None, line: int | None = None) 
             bad = [v for v in rec[name] if v not in vocab]
             if bad:
                 raise where.error(name, f"expected values in {list(vocab)}, found {bad}")
+    if rec.get("spans") is not None:
+        _expect_spans(rec, where)
     if rec.get("n_tokens") is not None and (not isinstance(rec["n_tokens"], int) or rec["n_tokens"] < 0):
         raise where.error("n_tokens", f"expected a non-negative int, found {rec['n_tokens']!r}")
     if rec.get("meta") is not None and not isinstance(rec["meta"], dict):
@@ -95,6 +97,22 @@ def validate_record(rec: Any, path: str | None = None, line: int | None = None) 
 def _expect_type(rec: dict, name: str, typ: type, where: _Where) -> None:
     if not isinstance(rec[name], typ):
         raise where.error(name, f"expected {typ.__name__}, found {type(rec[name]).__name__}")
+
+
+def _expect_spans(rec: dict, where: _Where) -> None:
+    """`spans`: the annotated parts of the response, [start, end) character offsets into it (Python
+    string indices), each with an optional `type`; other keys (the span's text, a benchmark's flags)
+    ride along."""
+    spans, n = rec["spans"], len(rec["response"])
+    if not isinstance(spans, list):
+        raise where.error("spans", f"expected a list of {{start, end, type?}}, found {type(spans).__name__}")
+    for i, span in enumerate(spans):
+        ok = isinstance(span, dict) and all(type(span.get(k)) is int for k in ("start", "end"))
+        if not ok or not 0 <= span["start"] < span["end"] <= n:
+            raise where.error("spans", f"spans[{i}]: expected {{start, end}} with 0 <= start < end <= {n} "
+                                       f"(the response's length), found {span!r:.80}")
+        if span.get("type") is not None and not isinstance(span["type"], str):
+            raise where.error("spans", f"spans[{i}].type: expected str, found {span['type']!r:.40}")
 
 
 def _expect_str_list(rec: dict, name: str, where: _Where) -> None:

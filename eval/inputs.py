@@ -4,8 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from data_builders.schema import RecordError, iter_jsonl, validate_record
+from eval.spans import SpanError, prediction_spans
 
-PREDICTION_FIELDS = ("output", "label", "probs")
+PREDICTION_FIELDS = ("output", "label", "probs", "spans")
 
 
 def _existing(path: str | Path, key: str) -> Path:
@@ -34,7 +35,7 @@ def read_gold(path: str | Path, task: str, fields: tuple[str, ...]) -> list[dict
 
 
 def read_predictions(path: str | Path, gold_ids: set[str]) -> dict[str, dict]:
-    """id -> prediction ({'output'} raw text, or {'label'} / {'probs'} from a classifier)."""
+    """id -> prediction ({'output'} raw text, {'label'} / {'probs'} from a classifier, {'spans'} offsets)."""
     path = _existing(path, "predictions")
     preds, lines, unknown = {}, {}, []
     for line, row in iter_jsonl(path):
@@ -49,6 +50,10 @@ def read_predictions(path: str | Path, gold_ids: set[str]) -> dict[str, dict]:
             raise RecordError(f"a prediction needs one of {list(PREDICTION_FIELDS)}", str(path), line, "output")
         if "output" in row and row["output"] is not None and not isinstance(row["output"], str):
             raise RecordError(f"expected str, found {type(row['output']).__name__}", str(path), line, "output")
+        try:
+            prediction_spans(row)
+        except SpanError as e:
+            raise RecordError(str(e), str(path), line, "spans") from None
         if pid not in gold_ids:
             unknown.append((pid, line))
         lines[pid] = line

@@ -14,7 +14,9 @@ from eval.binary import score_binary
 from eval.inputs import read_gold, read_predictions
 from eval.longnovel import score_longnovel
 from eval.report import anah_markdown, binary_markdown, longnovel_markdown, longnovel_plots, no_plots, write_eval
+from eval.spans import score_spans, spans_markdown
 from eval.tables import anah_tables, longnovel_tables, no_tables
+from eval.uhgeval import score_uhgeval, uhgeval_markdown
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,15 @@ def _anah_summary(m: dict) -> Summary:
                    max(support.values()) / sum(support.values()) if support else None)
 
 
+def _spans_summary(m: dict) -> Summary:
+    e = m["example"]
+    return Summary(m["n"], m["parse_failures"], e["acc"], e["mcc"], {}, None)
+
+
+def _uhgeval_summary(m: dict) -> Summary:
+    return Summary(m["n"], m["parse_failures"], m["acc"], None, {}, None)
+
+
 @dataclass(frozen=True)
 class Scorer:
     name: str
@@ -63,6 +74,11 @@ SCORERS: dict[str, Scorer] = {
                               no_plots, no_tables, (0, 1), _detection_summary, " (1 = hallucinated)"),
     ScorerName.anah: Scorer("anah", "ANAH sentence annotation", ("type",), score_anah, anah_markdown, no_plots,
                             anah_tables, tuple(SENTENCE_TYPES), _anah_summary),
+    ScorerName.spans: Scorer("spans", "Hallucinated spans", ("spans",), score_spans, spans_markdown, no_plots,
+                             no_tables, (0, 1), _spans_summary, " (1 = the response has a span)"),
+    ScorerName.uhgeval: Scorer("uhgeval", "UHGEval keyword-level judgement", ("spans",), score_uhgeval,
+                               uhgeval_markdown, no_plots, no_tables, (0, 1), _uhgeval_summary,
+                               " (1 = some span predicted)"),
 }
 
 

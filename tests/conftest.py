@@ -23,6 +23,15 @@ def qwen3_8b(tmp_path_factory):
     return path
 
 
+def shared_data(name: str) -> Path:
+    """A folder of released benchmark files in ../shared/data (HALLU_SHARED_DATA overrides); the
+    test skips, saying so, where it is absent. The project commits none of these files."""
+    root = Path(os.environ.get("HALLU_SHARED_DATA") or REPO.parent / "shared" / "data")
+    if not (root / name).is_dir():
+        pytest.skip(f"needs the released files in {root / name} (see the README's 'Benchmarks' section)")
+    return root / name
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     from models.builders import load_tokenizer, resolve_model_path

@@ -41,7 +41,7 @@ def test_repeated_ids_are_kept_apart_and_reported(tmp_path):
     assert ids == ["halueval-general-general_data-ID", "halueval-general-general_data-ID~2",
                    "halueval-general-general_data-12"]
     quito = read_records(tmp_path / "g" / "test.jsonl")[1]
-    span = quito["meta"]["spans"][0]
+    span = quito["spans"][0]
     assert quito["response"][span["start"]:span["end"]] == "Quito" == quito["hallucinated_sentences"][0]
     assert "1 records repeated an id and were kept apart" in (tmp_path / "g" / "convert_report.txt").read_text()
     strict = convert("halueval", tmp_path / "general_data.json", "--out", tmp_path / "s")
@@ -92,8 +92,13 @@ def test_faithbench_offsets_index_the_stored_summary(tmp_path):
     path.write_text(json.dumps({"samples": [sample]}), encoding="utf-8")
     rec = import_faithbench(path)[0]
     assert rec["response"] == summary.strip()
-    for span in rec["meta"]["spans"]:     # shifted by the stripped space, or found where the offsets were wrong
-        assert rec["response"][span["summary_start"]:span["summary_end"]] == span["summary_span"]
+    assert [x["type"] for x in rec["spans"]] == ["Unwanted.Extrinsic", "Questionable"]
+    for span in rec["spans"]:     # shifted by the stripped space, or found where the offsets were wrong
+        assert rec["response"][span["start"]:span["end"]] == span["text"]
+    benign = {**sample, "annotations": [{**sample["annotations"][0], "label": ["Benign"]}]}
+    path.write_text(json.dumps({"samples": [benign]}), encoding="utf-8")
+    rec = import_faithbench(path)[0]        # a benign span is annotated, but not a hallucination
+    assert (rec["label"], rec["spans"], rec["meta"]["other_spans"][0]["type"]) == (0, [], "Benign")
 
 
 def test_ragtruth_keeps_its_span_flags_and_needs_a_split(tmp_path):
@@ -105,7 +110,7 @@ def test_ragtruth_keeps_its_span_flags_and_needs_a_split(tmp_path):
     src = _write(tmp_path / "source_info.jsonl", sources)
     rec = import_ragtruth(_write(tmp_path / "response.jsonl", [row]), src)["test"][0]
     assert rec["meta"]["quality"] == "good"
-    assert rec["meta"]["spans"][0]["implicit_true"] is False and rec["meta"]["spans"][0]["due_to_null"] is False
+    assert rec["spans"][0]["implicit_true"] is False and rec["spans"][0]["due_to_null"] is False
     no_split = {k: v for k, v in row.items() if k != "split"}
     with pytest.raises(RecordError, match="response.jsonl:1 field 'split'"):
         import_ragtruth(_write(tmp_path / "response.jsonl", [no_split]), src)

@@ -64,7 +64,7 @@ def test_ragtruth(tmp_path):
     out = import_ragtruth(_jsonl(tmp_path / "response.jsonl", responses), info)
     (qa,), (summ,) = out["train"], out["test"]
     assert (qa["task"], qa["label"], qa["question"], qa["hallucinated_sentences"]) == ("qa", 1, "Who?", ["Bob"])
-    assert qa["meta"]["spans"][0]["label_type"] == "Evident Conflict"
+    assert qa["spans"] == [{"start": 0, "end": 3, "type": "Evident Conflict", "text": "Bob"}]
     assert (summ["task"], summ["label"], summ["source"]) == ("summarization", 0, "Long news text.")
     orphan = [{**responses[0], "source_id": "nope"}]
     with pytest.raises(RecordError, match="response.jsonl:1 field 'source_id'"):

@@ -157,7 +157,10 @@ def test_faithbench(tmp_path):
     recs = import_faithbench(path)
     assert [r["label"] for r in recs] == [1, 0, 0, 1]
     assert recs[0]["faithfulness_labels"] == ["intrinsic"] and recs[1]["faithfulness_labels"] == ["faithful"]
-    assert recs[0]["hallucinated_sentences"] == ["grossed", "production"] and recs[2]["hallucinated_sentences"] == []
+    # the benign span is annotated but not a hallucination: spans and hallucinated_sentences leave it out
+    assert recs[0]["hallucinated_sentences"] == ["production"] and recs[2]["hallucinated_sentences"] == []
+    assert [(x["text"], x["type"]) for x in recs[0]["spans"]] == [("production", "Unwanted.Instrinsic")]
+    assert recs[0]["response"][recs[0]["spans"][0]["start"]:recs[0]["spans"][0]["end"]] == "production"
     assert recs[0]["meta"]["summarizer"] == "mistral" and recs[3]["meta"]["summarizer"] == "llama"
     assert [r["label"] for r in import_faithbench(path, hallucinated=("Unwanted",))] == [1, 0, 0, 0]
     assert [r["label"] for r in import_faithbench(path, pooling="best")] == [0, 0, 0, 1]

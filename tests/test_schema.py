@@ -15,7 +15,8 @@ def _write(tmp_path, lines):
 
 
 def test_good_records_read(tmp_path):
-    path = _write(tmp_path, [json.dumps(GOOD, ensure_ascii=False), json.dumps({**GOOD, "id": "b"})])
+    spans = {"spans": [{"start": 0, "end": 2, "type": "Evident Conflict", "text": "摘要"}], "task": "continuation"}
+    path = _write(tmp_path, [json.dumps(GOOD, ensure_ascii=False), json.dumps({**GOOD, "id": "b", **spans})])
     assert [r["id"] for r in read_records(path)] == ["a", "b"]
 
 
@@ -26,6 +27,11 @@ def test_good_records_read(tmp_path):
     ({"task": "translation"}, "task"),
     ({"response": 3}, "response"),
     ({"length_bucket": "XS"}, "length_bucket"),
+    ({"spans": [{"start": 0, "end": 3}]}, "spans"),            # past the 2-character response
+    ({"spans": [{"start": 1, "end": 1}]}, "spans"),            # empty
+    ({"spans": [{"start": "0", "end": 1}]}, "spans"),
+    ({"spans": [[0, 1]]}, "spans"),
+    ({"spans": [{"start": 0, "end": 1, "type": 7}]}, "spans"),
 ])
 def test_bad_value_names_file_line_field(tmp_path, change, field):
     path = _write(tmp_path, [json.dumps(GOOD), json.dumps({**GOOD, "id": "b", **change})])

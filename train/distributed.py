@@ -170,6 +170,10 @@ def broadcast_object(obj, src: int = 0):
     return box[0]
 
 
+class RankError(ValueError):
+    """A user error raised on the main rank, raised again on the others (its message)."""
+
+
 def on_main_rank(fn: Callable[[], T], is_main: bool) -> T | None:
     """`fn()` on the main rank (None elsewhere). A user error it raises (a bad record, a corpus too
     small) is raised on every rank, so that all of them stop together with the same message
@@ -186,10 +190,6 @@ def on_main_rank(fn: Callable[[], T], is_main: bool) -> T | None:
     if message is not None:
         raise RankError(message)
     return out
-
-
-class RankError(ValueError):
-    """A user error raised on the main rank, raised again on the others (its message)."""
 
 
 def all_gather_objects(obj) -> list:

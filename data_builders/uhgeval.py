@@ -1,0 +1,63 @@
+"""Importer for UHGEval (IAAR-Shanghai/UHGEval, `dataset_uhgeval_{concise,full}.jsonl`): Chinese news
+beginnings, an LLM's continuation, and its annotated keywords (`keyword<sep>合理`, or `keyword<sep>不合理...`
+with the reason). A record's source is the headline, date and beginning as UHGEval's prompts show
+them; its response is the continuation; its `spans` are the unreasonable keywords.
+
+UHGEval's labels are about the real-world truth of a continuation (a made-up minister, a wrong
+date), not only its faithfulness to the beginning: a keyword can be unreasonable although the
+beginning says nothing about it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from data_builders.schema import RecordError, iter_jsonl, validate_record
+from data_builders.spans import find_span, span
+
+REQUIRED = ("id", "headLine", "broadcastDate", "newsBeginning", "hallucinatedContinuation", "annotations")
+SEP, UNREASONABLE = "<sep>", "不合理"
+
+
+def uhgeval_source(row: dict) -> str:
+    return f"《{row['headLine']}》\n{row['broadcastDate']}\n{row['newsBeginning']}"
+
+
+def keywords(row: dict, path: str, line: int) -> list[dict]:
+    """The annotated keywords in order, each located in the continuation: its first occurrence after the
+    previous keyword (the annotations follow the text), else its first occurrence; None where absent."""
+    out, after = [], 0
+    response = row["hallucinatedContinuation"]
+    for i, item in enumerate(row["annotations"]):
+        if not isinstance(item, str) or SEP not in item:
+            raise RecordError(f"annotations[{i}]: expected 'keyword{SEP}judgement', found {item!r:.60}", path, line,
+                              "annotations")
+        text, judgement = item.split(SEP, 1)
+        bounds = find_span(response, text, after=after)
+        if bounds is not None:
+            after = bounds[1]
+        out.append({"text": text, "hallucinated": judgement.startswith(UNREASONABLE), "judgement": judgement,
+                    "start": bounds[0] if bounds else None, "end": bounds[1] if bounds else None})
+    return out
+
+
+def import_uhgeval(path: str | Path) -> list[dict]:
+    path, records = Path(path), []
+    for line, row in iter_jsonl(path):
+        for name in REQUIRED:
+            if not isinstance(row, dict) or name not in row:
+                raise RecordError("missing required field", str(path), line, name)
+        if not isinstance(row["annotations"], list):
+            raise RecordError("expected a list of 'keyword<sep>judgement'", str(path), line, "annotations")
+        kws = keywords(row, str(path), line)
+        bad = [k for k in kws if k["hallucinated"]]
+        rec = {"id": f"uhgeval-{row['id']}", "task": "continuation", "language": "zh", "source": uhgeval_source(row),
+               "response": row["hallucinatedContinuation"], "label": int(bool(bad)),
+               "spans": [span((k["start"], k["end"]), type="unreasonable", text=k["text"])
+                         for k in bad if k["start"] is not None],
+               "hallucinated_sentences": [k["text"] for k in bad],
+               "meta": {"keywords": kws, "unlocated_spans": sum(k["start"] is None for k in bad),
+                        "generated_by": row.get("generatedBy"), "news_type": row.get("type")}}
+        records.append(validate_record(rec, str(path), line))
+    if not records:
+        raise RecordError("no items: the file is empty", str(path), None)
+    return records
