@@ -1,6 +1,8 @@
 """FaithBench's detector table recomputed from the released per-item outputs: on hand-made
 samples, and on the released files against a computation straight from their JSON."""
 import json
+import subprocess
+import sys
 
 import pytest
 from sklearn.metrics import balanced_accuracy_score
@@ -54,3 +56,8 @@ def test_the_detector_table_on_the_released_files():
         assert row["balanced_acc"] == pytest.approx(expected) and row["n"] == len(pairs), name
         assert 40 < row["balanced_acc"] < 60, row         # the paper: "near 50% accuracies"
     assert rows["true_nli"]["missing"] == 2
+    done = subprocess.run([sys.executable, "-m", "eval.faithbench_detectors", str(folder)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    for name, row in rows.items():      # the command prints the same table
+        assert f"| {name} | " in done.stdout and f" | {row['balanced_acc']:.2f} | " in done.stdout

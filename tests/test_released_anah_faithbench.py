@@ -15,6 +15,7 @@ from data_builders.faithbench import import_faithbench, pooled_label
 from data_builders.mixture import MixtureError, mix_records, weighted
 from data_builders.prompts import render_messages
 from data_builders.schema import RecordError, read_records, write_jsonl
+from tests.test_span_benchmarks import UHG
 
 DOCS_ZH = ["欧玛尔·海亚姆是波斯诗人。他生于1048年，卒于1131年。他著有《鲁拜集》。" * 40,
            "他在天文学上修订了历法。他也研究代数。"]
@@ -211,11 +212,19 @@ def test_convert_cli(tmp_path):
     src = _jsonl(tmp_path / "thing.jsonl", [_topic(f"主题{i}") for i in range(12)])
     fb = tmp_path / "batch_1.json"
     fb.write_text(json.dumps(FAITHBENCH), encoding="utf-8")
+    uhg = _jsonl(tmp_path / "dataset_uhgeval_concise.jsonl", [UHG])
+    rag = _jsonl(tmp_path / "ragtruth_summary.jsonl", [{"source_id": 1, "source": "Ann won.", "responses": [
+        {"response": "Bob won.", "model": "m", "labels": [{"start": 0, "end": 3, "text": "Bob"}]}]}])
     for args in (["anah", str(src), "--out", str(tmp_path / "anah"), "--test-topics", "0.3"],
-                 ["faithbench", str(fb), "--out", str(tmp_path / "fb")]):
+                 ["faithbench", str(fb), "--out", str(tmp_path / "fb")],
+                 ["uhgeval", str(uhg), "--out", str(tmp_path / "uhg")],
+                 ["ragtruth_faithjudge", str(rag), "--out", str(tmp_path / "rag")]):
         done = subprocess.run([sys.executable, "-m", "data_builders.convert", *args], capture_output=True,
                               text=True, timeout=120)
         assert done.returncode == 0, done.stderr
+    assert "2 annotated spans located in their responses; 0 not found" in (tmp_path / "uhg" / "convert_report.txt"
+                                                                           ).read_text()
+    assert read_records(tmp_path / "rag" / "test.jsonl")[0]["spans"][0]["text"] == "Bob"
     assert "12 topics, 288 annotated sentences, 0 skipped" in (tmp_path / "anah" / "convert_report.txt").read_text()
     assert sum(len(read_records(tmp_path / "anah" / f"{s}.jsonl")) for s in ("train", "test")) == 288
     assert len(read_records(tmp_path / "fb" / "test.jsonl")) == 4
