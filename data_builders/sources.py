@@ -120,10 +120,6 @@ def records_files(root: Path) -> dict[str, Path]:
     return {s: p for s, p in files.items() if p.is_file()}
 
 
-def _check_records_file(path: Path) -> None:
-    read_records(path)
-
-
 def _check_released_file(path: Path) -> None:
     from data_builders.longnovel_released import check_released
 
@@ -135,7 +131,7 @@ class Source:
     """One value of `data.source`: how its records are made, and what it needs."""
     build: Callable[[DictConfig, object], tuple[dict[str, list[dict]], str]]
     files: Callable[[Path], dict[str, Path]] | None = None   # the split files of data.root (missing: DataError)
-    check_file: Callable[[Path], None] | None = None        # reads every row of one file, raising on the first bad one
+    check_file: Callable[[Path], object] | None = None      # reads every row of one file, raising on the first bad one
     read_in_place: bool = False       # records files used as they are (not copied into the run directory)
 
     @property
@@ -146,7 +142,7 @@ class Source:
 SOURCES: dict[str, Source] = {
     DataSource.embedded: Source(_embedded),
     DataSource.anah_embedded: Source(_anah_embedded),
-    DataSource.records: Source(_records, records_files, _check_records_file, read_in_place=True),
+    DataSource.records: Source(_records, records_files, read_records, read_in_place=True),
     DataSource.longnovel_released: Source(_released, released_files, _check_released_file),
     DataSource.mixture: Source(_mixture),
 }

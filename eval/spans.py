@@ -59,10 +59,10 @@ def score_spans(gold: list[dict], preds: dict[str, dict], bertscore=None) -> tup
         g, p = chars((s["start"], s["end"]) for s in rec["spans"]), chars(predicted or [])
         label = binary_decision(row)[0] if row and ("label" in row or "probs" in row) else \
             (int(bool(predicted)) if predicted is not None else None)
+        gold_label = int(bool(rec["spans"])) if rec.get("label") is None else rec["label"]
         rows.append({"id": rec["id"], "task": (rec.get("meta") or {}).get("task_type") or rec["task"],
-                     "gold": int(bool(rec["spans"])) if rec.get("label") is None else rec["label"], "pred": label,
-                     "gold_chars": len(g), "pred_chars": len(p), "overlap": len(g & p),
-                     "correct": label == (int(bool(rec["spans"])) if rec.get("label") is None else rec["label"])})
+                     "gold": gold_label, "pred": label, "correct": label == gold_label,
+                     "gold_chars": len(g), "pred_chars": len(p), "overlap": len(g & p)})
     metrics = _group(rows)
     tasks = sorted({r["task"] for r in rows})
     if len(tasks) > 1:
