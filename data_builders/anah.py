@@ -58,7 +58,7 @@ def pick_template(record: dict, template: str) -> str:
 def annotation_messages(record: dict, template: str) -> list[dict]:
     reference, sentence = reference_of(record), record["response"]
     if split_marks(template)[1]:
-        sentence = mark_unsupported(sentence, reference)
+        sentence = mark_unsupported(sentence, reference, _lang(record))
     text = template_text(pick_template(record, template), _lang(record)).format(
         name=(record.get("meta") or {}).get("name", ""), question=record.get("question") or "",
         reference=reference, sentence=sentence)

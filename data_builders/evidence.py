@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from data_builders.anah import SourceIndex
 from data_builders.marks import mark_unsupported
-from data_builders.sentences import split_sentences
+from data_builders.sentences import sentence_spans
 
 
 def sentence_check_messages(record: dict) -> list[dict]:
     """The `sentence_check` prompt: evidence, then the marked sentence."""
-    marked = mark_unsupported(record["response"], record["source"])
+    marked = mark_unsupported(record["response"], record["source"], record.get("language") or "zh")
     return [{"role": "user", "content": f"原文：{record['source']}\n句子：{marked}"}]
 
 
@@ -35,27 +35,38 @@ def _gold_of(record: dict, index: int | None) -> dict:
     return {f: (record.get(f) or [])[index:index + 1] for f in fields}
 
 
+def hallucinated_sentence_flags(record: dict, offsets: list[tuple[int, int]]) -> list[int | None]:
+    """For each response sentence, the index into `hallucinated_sentences` that names it, or None.
+    A record with character `spans` (the human-annotated benchmarks) flags every sentence that one
+    of its spans overlaps instead (index 0: their gold fields are not per sentence)."""
+    if record.get("spans"):
+        return [0 if any(s["start"] < b and a < s["end"] for s in record["spans"]) else None for a, b in offsets]
+    named = {sentence: i for i, sentence in enumerate(record.get("hallucinated_sentences") or [])}
+    return [named.get(record["response"][a:b]) for a, b in offsets]
+
+
 def evidence_records(record: dict, k: int, labelled: bool = True) -> list[dict]:
     """One record per response sentence, with its k best-matching source sentences as `source`.
 
-    With `labelled` (training), a hallucinated record must name at least one sentence of its
-    response in `hallucinated_sentences`; otherwise no sentence could carry its label."""
+    With `labelled` (training), a hallucinated record must have a sentence that carries its label
+    (named in `hallucinated_sentences`, or overlapped by one of its `spans`)."""
     language = record.get("language") or "zh"
     index = SourceIndex(record["source"], language)
-    hallucinated = {sentence: i for i, sentence in enumerate(record.get("hallucinated_sentences") or [])}
+    offsets = sentence_spans(record["response"], language)
+    flags = hallucinated_sentence_flags(record, offsets)
     joiner = "" if language == "zh" else " "
     out = []
-    for i, sentence in enumerate(split_sentences(record["response"], language)):
-        bad = sentence in hallucinated
+    for i, ((a, b), flag) in enumerate(zip(offsets, flags)):
+        sentence = record["response"][a:b]
+        gold = _gold_of(record, None if record.get("spans") else flag)
         out.append({
             "id": f"{record['id']}#s{i}", "task": record["task"], "language": language,
             "source": joiner.join(index.sents[j] for j in index.top(sentence, k)), "response": sentence,
-            "label": int(bad), **_gold_of(record, hallucinated.get(sentence)),
+            "label": int(flag is not None), **gold,
             "length_bucket": record.get("length_bucket"), "position": record.get("position"),
-            "meta": {"record": record["id"], "sentence": i},
+            "meta": {"record": record["id"], "sentence": i, "start": a, "end": b},
         })
     if labelled and record.get("label") == 1 and not any(r["label"] for r in out):
-        raise ValueError(f"record {record['id']!r}: label 1, but none of its hallucinated_sentences "
-                         f"({len(hallucinated)}) is a sentence of its response, so no sentence can carry the label")
+        raise ValueError(f"record {record['id']!r}: label 1, but no sentence of its response is named in its "
+                         f"hallucinated_sentences or overlapped by its spans, so no sentence can carry the label")
     return out
-

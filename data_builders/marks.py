@@ -7,12 +7,20 @@ LongNovel prompt (`sentence_check`) and the marked ANAH prompts (`anah_a5+marks`
 """
 from __future__ import annotations
 
+import re
+
 MARK_OPEN, MARK_CLOSE = "【", "】"
 PUNCTUATION = set("，。、：；！？“”‘’（）《》,.:;!?\"'() \n")
 
 
-def mark_unsupported(sentence: str, evidence: str) -> str:
-    """`sentence` with each run of characters that `evidence` does not contain put in 【】."""
+_WORD = re.compile(r"\w+")
+
+
+def mark_unsupported(sentence: str, evidence: str, language: str = "zh") -> str:
+    """`sentence` with each run of characters (Chinese) or words (other languages, compared
+    lower-cased) that `evidence` does not contain put in 【】."""
+    if not language.startswith("zh"):
+        return _mark_words(sentence, evidence)
     present, out, inside = set(evidence), [], False
     for ch in sentence:
         missing = ch not in present and ch not in PUNCTUATION
@@ -23,3 +31,21 @@ def mark_unsupported(sentence: str, evidence: str) -> str:
     if inside:
         out.append(MARK_CLOSE)
     return "".join(out)
+
+
+def _mark_words(sentence: str, evidence: str) -> str:
+    present = {w.lower() for w in _WORD.findall(evidence)}
+    runs: list[list[int]] = []          # [start, end] of consecutive missing words
+    previous_missing = False
+    for m in _WORD.finditer(sentence):
+        missing = m.group().lower() not in present
+        if missing and previous_missing:
+            runs[-1][1] = m.end()
+        elif missing:
+            runs.append([m.start(), m.end()])
+        previous_missing = missing
+    out, at = [], 0
+    for start, end in runs:
+        out += [sentence[at:start], MARK_OPEN, sentence[start:end], MARK_CLOSE]
+        at = end
+    return "".join(out) + sentence[at:]

@@ -30,12 +30,10 @@ from configs.schema import SFTConfig
 from data_builders.anah import SourceIndex
 from data_builders.collate import prompt_ids
 from data_builders.schema import TASKS, RecordError, iter_jsonl, read_jsonl, read_jsonl_to_append
-from data_builders.sentences import sentence_spans
 from data_builders.user_errors import reports_user_errors
 from eval.parsers import parse_longnovel_verdict, type_key
 from eval.predictions import anah_decision, binary_decision
 from eval.predictors import AnnotatorPredictor
-from eval.thresholds import is_hallucinated
 from models.export_spec import AnnotatorSpec
 
 
@@ -132,18 +130,12 @@ class Annotator:
 
     def _flagged(self, rec: dict, pred: dict, detail: dict) -> list[dict]:
         """The sentences the annotator flags: sentence by sentence, every sentence it judges
-        hallucinated; from the whole source, the sentence its verdict names, where the response has it."""
+        hallucinated (the predictor's `spans`); from the whole source, the sentence its verdict
+        names, where the response has it."""
         response, kind = rec["response"], type_key(detail.get("hallucination_type"))
-        spans = sentence_spans(response, rec["language"])
-        texts = [response[a:b] for a, b in spans]
-        if "sentence_probs" in pred:       # the flagged (most suspicious) sentence, and any other over the threshold
-            t, worst = self.predictor.threshold, texts.index(pred["flagged_sentence"])
-            return [_span(response, *spans[i]) for i, p in enumerate(pred["sentence_probs"])
-                    if i == worst or is_hallucinated(p, t)]
-        if "sentence_labels" in pred:
-            chosen = texts.index(pred["flagged_sentence"])
-            return [_span(response, *spans[i], kind if i == chosen else None)
-                    for i, label in enumerate(pred["sentence_labels"]) if label == 1]
+        if "spans" in pred:
+            chosen = pred.get("flagged_sentence")
+            return [_span(response, a, b, kind if response[a:b] == chosen else None) for a, b in pred["spans"]]
         named = detail.get("hallucinated_sentence")
         start = response.find(named) if isinstance(named, str) and named else -1
         return [_span(response, start, start + len(named), kind)] if start >= 0 else []

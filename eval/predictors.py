@@ -110,16 +110,20 @@ class AnnotatorPredictor:
     def _sentence_rows(self, records: list[dict], progress: bool | None, on_result: Write | None) -> list[dict]:
         """Each record's row from its sentences' rows (`task.evidence_sentences`)."""
         from data_builders.evidence import evidence_records
-        from eval.sentence_level import aggregate
+        from eval.sentence_level import aggregate, flagged_sentences
 
         k = self.cfg.task.evidence_sentences
         sentences = {r["id"]: evidence_records(r, k, labelled=False) for r in records}
         flat = [e for r in records for e in sentences[r["id"]]]
         by_id = {row["id"]: row for row in self._predicted(flat, progress)}
-        rows = [aggregate(r["id"], [by_id[e["id"]] for e in sentences[r["id"]]],
-                          [e["response"] for e in sentences[r["id"]]]) for r in records]
-        for row in rows:
+        rows = []
+        for r in records:
+            parts = sentences[r["id"]]
+            row = aggregate(r["id"], [by_id[e["id"]] for e in parts], [e["response"] for e in parts])
+            row["spans"] = [[parts[i]["meta"]["start"], parts[i]["meta"]["end"]]
+                            for i in flagged_sentences(row, self.threshold)]
             self._stamp(row, on_result)
+            rows.append(row)
         return rows
 
     def _vllm_rows(self, records: list[dict], on_result: Write | None) -> list[dict]:

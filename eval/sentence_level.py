@@ -4,6 +4,7 @@ that sentence is where the annotator says the hallucination is."""
 from __future__ import annotations
 
 from eval.predictions import binary_decision
+from eval.thresholds import DEFAULT, is_hallucinated
 
 
 def aggregate(record_id: str, rows: list[dict], sentences: list[str]) -> dict:
@@ -26,3 +27,15 @@ def aggregate(record_id: str, rows: list[dict], sentences: list[str]) -> dict:
     if labels[chosen] == 1:
         row["flagged_sentence"] = sentences[chosen]
     return row
+
+
+def flagged_sentences(row: dict, threshold: float | None) -> list[int]:
+    """The indices of the sentences judged hallucinated: a head's probability at or over the
+    threshold (the record's worst sentence whenever the record is judged hallucinated), or an
+    answer read as hallucinated."""
+    if "sentence_probs" in row:
+        t, probs = DEFAULT if threshold is None else threshold, row["sentence_probs"]
+        worst = max(range(len(probs)), key=probs.__getitem__)
+        decided = is_hallucinated(row["probs"][1], t)
+        return [i for i, p in enumerate(probs) if is_hallucinated(p, t) or (decided and i == worst)]
+    return [i for i, label in enumerate(row.get("sentence_labels") or []) if label == 1]

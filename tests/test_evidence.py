@@ -12,7 +12,7 @@ from data_builders.novel_lexicon import VERBS
 from data_builders.prompts import render_messages, verdict_target
 from data_builders.sentences import split_sentences
 from data_builders.sources import DataError
-from eval.sentence_level import aggregate
+from eval.sentence_level import aggregate, flagged_sentences
 from train.data import check_task_config, sentence_pool
 
 
@@ -21,6 +21,13 @@ def test_marks_the_characters_the_evidence_lacks_and_never_punctuation():
     assert mark_unsupported("在落霞山，杨雪晴遇见了赵惊鸿。", evidence) == "在落霞山，【杨】雪晴遇见了赵惊鸿。"
     assert mark_unsupported("郑雪晴比武，后来下棋。", evidence) == "郑雪晴【比武】，【后来下棋】。"
     assert mark_unsupported("郑雪晴在落霞山。", evidence) == "郑雪晴在落霞山。"
+
+
+def test_english_marks_are_words_the_evidence_lacks():
+    evidence = "Poseidon grossed $181 million worldwide. It opened in May."
+    assert mark_unsupported("It earned $181 million worldwide.", evidence, "en") == "It 【earned】 $181 million worldwide."
+    assert mark_unsupported("Poseidon lost big money in June.", evidence, "en") == "Poseidon 【lost big money】 in 【June】."
+    assert mark_unsupported("it OPENED in may", evidence, "en") == "it OPENED in may"     # case does not matter
 
 
 def test_top_returns_the_k_best_sentences_in_source_order():
@@ -69,9 +76,33 @@ def test_the_evidence_of_a_fact_sentence_is_its_narration(unit_records):
         assert set(first["response"]) - set(first["source"]) <= template_words, content
 
 
+def test_sentences_overlapped_by_a_records_spans_carry_its_label():
+    response = "The film opened in May. It earned $181 million worldwide. Critics liked it."
+    start = response.index("earned")
+    rec = {"id": "fb", "task": "summarization", "language": "en", "label": 1, "response": response,
+           "source": "Poseidon opened in May. It grossed $181 million. Critics praised it.",
+           "spans": [{"start": start, "end": start + 6}], "hallucinated_sentences": ["earned"]}
+    parts = evidence_records(rec, 2)
+    assert [p["label"] for p in parts] == [0, 1, 0]
+    assert [response[p["meta"]["start"]:p["meta"]["end"]] for p in parts] == [p["response"] for p in parts]
+    assert all(p["hallucinated_sentences"] == [] for p in parts)    # a span is not a sentence: no generative gold
+    with pytest.raises(ValueError, match="overlapped by its spans"):
+        evidence_records(dict(rec, spans=[{"start": 0, "end": 0}]), 2)
+
+
+def test_flagged_sentences_follow_the_threshold_and_always_hold_the_worst_of_a_flagged_record():
+    row = {"probs": [0.3, 0.7], "sentence_probs": [0.1, 0.7, 0.55]}
+    assert flagged_sentences(row, 0.5) == [1, 2]
+    assert flagged_sentences(row, 0.6) == [1]
+    assert flagged_sentences(row, 0.8) == []
+    rounded = {"probs": [0.49996, 0.50004], "sentence_probs": [0.1, 0.5]}   # rounded below a threshold it passes
+    assert flagged_sentences(rounded, 0.50003) == [1]
+    assert flagged_sentences({"sentence_labels": [0, None, 1, 1]}, None) == [2, 3]
+
+
 def test_a_hallucinated_record_whose_sentence_is_not_in_its_response_is_refused(unit_records):
     rec = dict(next(r for r in unit_records if r["label"] == 1), hallucinated_sentences=["不在摘要里的句子。"])
-    with pytest.raises(ValueError, match="none of its hallucinated_sentences"):
+    with pytest.raises(ValueError, match="no sentence of its response is named"):
         evidence_records(rec, 3)
     assert all(s["label"] == 0 for s in evidence_records(rec, 3, labelled=False))     # prediction needs no label
     good = [r for r in unit_records if r["id"] != rec["id"]]
