@@ -20,6 +20,7 @@ from data_builders.choices import (
     DataSource,
     Dtype,
     EvalMethod,
+    EvidenceUnit,
     Gpu,
     Head,
     LoggerMode,
@@ -65,6 +66,8 @@ class TaskConfig:
     scorer: Scorer = Scorer.longnovel     # the final evaluation's scorer: longnovel | anah | binary | spans | uhgeval
     response_lm: bool = False             # generative: also predict the response's faithful sentences from the
                                           # source (a label for every faithful summary token, from the gold)
+    evidence_unit: EvidenceUnit = EvidenceUnit.sentence   # what is judged with evidence_sentences: sentence |
+                                          # clause (a sentence cut at ，；：/ , ; :)
     evidence_sentences: int = 0           # > 0: judge each response sentence against its k best-matching source
                                           # sentences (data_builders/evidence.py); a record scores its worst one
 
@@ -101,6 +104,9 @@ class DataConfig:
     max_skip_fraction: float = 0.05       # fail a stage when more of its samples are too long
     packing: bool = False                 # generative: pack samples into rows of max_seq_len (first-fit decreasing)
     num_proc: int = 1                     # processes that tokenise samples when the sample cache misses
+    folds: int = 0                        # > 0 (data.source=records): k-fold cross-validation grouped by source over
+                                          # every record of data.root, all folds in one launch (train/cross_validation)
+    fold_val_fraction: float = 0.1        # share of a fold's training sources held out for its decision threshold
 
 
 @dataclass

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from data_builders.anah import SourceIndex
 from data_builders.marks import mark_unsupported
-from data_builders.sentences import sentence_spans
+from data_builders.sentences import unit_spans
 
 
 def sentence_check_messages(record: dict) -> list[dict]:
@@ -45,14 +45,15 @@ def hallucinated_sentence_flags(record: dict, offsets: list[tuple[int, int]]) ->
     return [named.get(record["response"][a:b]) for a, b in offsets]
 
 
-def evidence_records(record: dict, k: int, labelled: bool = True) -> list[dict]:
-    """One record per response sentence, with its k best-matching source sentences as `source`.
+def evidence_records(record: dict, k: int, labelled: bool = True, unit: str = "sentence") -> list[dict]:
+    """One record per response sentence (or clause: `unit`), with its k best-matching source
+    sentences as `source`.
 
     With `labelled` (training), a hallucinated record must have a sentence that carries its label
     (named in `hallucinated_sentences`, or overlapped by one of its `spans`)."""
     language = record.get("language") or "zh"
     index = SourceIndex(record["source"], language)
-    offsets = sentence_spans(record["response"], language)
+    offsets = unit_spans(record["response"], language, unit)
     flags = hallucinated_sentence_flags(record, offsets)
     joiner = "" if language == "zh" else " "
     out = []

@@ -16,6 +16,8 @@ import random
 import sys
 from pathlib import Path
 
+from omegaconf import DictConfig
+
 from data_builders.schema import read_records, write_jsonl
 from data_builders.user_errors import reports_user_errors
 
@@ -65,13 +67,47 @@ def write_folds(folds: list[dict[str, list]], out: Path) -> str:
     return text
 
 
+POOLED_SPLITS = ("train", "val", "test")
+SEED = 0          # fold assignment does not follow the training seed: every run of a benchmark deals the same folds
+
+
+def pooled_files(root: Path) -> list[Path]:
+    """Every records file of a `data.folds` directory (a converted benchmark has test.jsonl only)."""
+    files = [root / f"{split}.jsonl" for split in POOLED_SPLITS if (root / f"{split}.jsonl").is_file()]
+    if not files:
+        raise ValueError(f"data.root={root}: data.folds deals the records of train.jsonl, val.jsonl and "
+                         "test.jsonl into folds, and it has none of them")
+    return files
+
+
+def check_folds_config(cfg: DictConfig) -> None:
+    """`data.folds=k`: records of the shared schema under data.root, from at least k sources."""
+    d = cfg.data
+    if d.source != "records":
+        raise ValueError(f"data.folds={d.folds} deals a records directory into folds: it needs data.source=records, "
+                         f"found {d.source}")
+    if not d.root or not Path(d.root).is_dir():
+        raise ValueError(f"data.folds={d.folds} needs data.root=<a directory of records files>, found {d.root!r}")
+    if not 0 <= d.fold_val_fraction < 1:
+        raise ValueError(f"data.fold_val_fraction: expected 0 <= x < 1, found {d.fold_val_fraction}")
+    sources = {source_key(rec) for path in pooled_files(Path(d.root)) for rec in read_records(path)}
+    if not 2 <= d.folds <= len(sources):
+        raise ValueError(f"data.folds={d.folds}: expected 2 <= k <= the number of sources in {d.root} ({len(sources)})")
+
+
+def deal_folds(cfg: DictConfig, out: Path) -> str:
+    """The folds of a `data.folds` run, written as records directories under `out`; their report."""
+    records = [rec for path in pooled_files(Path(cfg.data.root)) for rec in read_records(path)]
+    return write_folds(grouped_folds(records, cfg.data.folds, SEED, cfg.data.fold_val_fraction), out)
+
+
 @reports_user_errors("data_builders.folds")
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("records", nargs="+", type=Path, help="record files (JSONL of the shared schema)")
     p.add_argument("--k", type=int, default=5)
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=SEED)
     p.add_argument("--val-fraction", type=float, default=0.1, help="share of a fold's training sources held out")
     args = p.parse_args(argv)
     records = [rec for path in args.records for rec in read_records(path)]

@@ -38,6 +38,33 @@ def sentence_spans(text: str, language: str) -> list[tuple[int, int]]:
     return spans
 
 
+_ZH_CLAUSE = re.compile(r"[，；：,;:]")
+_EN_CLAUSE = re.compile(r"[,;:](?=\s)")
+
+
+def clause_spans(text: str, language: str) -> list[tuple[int, int]]:
+    """[start, end) offsets of the clauses of `text`: its sentences cut after ，；： (Chinese) or
+    , ; : followed by a space (English); the punctuation stays with the clause it ends."""
+    cut = _ZH_CLAUSE if language.startswith("zh") else _EN_CLAUSE
+    spans = []
+    for a, b in sentence_spans(text, language):
+        start = a
+        for m in cut.finditer(text, a, b):
+            if text[start:m.end()].strip():
+                spans.append((start, m.end()))
+            start = m.end()
+            while start < b and text[start].isspace():
+                start += 1
+        if start < b:
+            spans.append((start, b))
+    return spans
+
+
+def unit_spans(text: str, language: str, unit: str = "sentence") -> list[tuple[int, int]]:
+    """The offsets of the units an evidence-level annotator judges (`task.evidence_unit`)."""
+    return clause_spans(text, language) if unit == "clause" else sentence_spans(text, language)
+
+
 def split_sentences(text: str, language: str) -> list[str]:
     """Sentences of `text` (see `sentence_spans`)."""
     return [text[a:b] for a, b in sentence_spans(text, language)]

@@ -151,6 +151,10 @@ SOURCES: dict[str, Source] = {
 def check_data_config(cfg: DictConfig) -> None:
     """What `data.source` needs, checked before anything is loaded and before any process group
     (every command that reads data): the directories, the split files, and every row of them."""
+    if cfg.data.folds:
+        from data_builders.folds import check_folds_config
+
+        return check_folds_config(cfg)    # each fold's directory is written by the run itself
     source = SOURCES[cfg.data.source]
     if source.needs_root:
         if not cfg.data.root or not Path(cfg.data.root).is_dir():

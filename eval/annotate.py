@@ -50,7 +50,7 @@ class Annotator:
         cfg = OmegaConf.merge(OmegaConf.structured(SFTConfig), {
             "checkpoint": str(path), "model": {"name_or_path": str(path)},
             "task": {"kind": spec.kind, "head": spec.head, "template": spec.template, "scorer": spec.scorer,
-                     "evidence_sentences": spec.evidence_sentences},
+                     "evidence_sentences": spec.evidence_sentences, "evidence_unit": spec.evidence_unit},
             "eval": {"backend": backend, "max_new_tokens": spec.max_new_tokens, "batch_size": batch_size,
                      "batch_tokens": batch_tokens}})
         predictor = AnnotatorPredictor(cfg, path=str(path), progress=False)

@@ -113,7 +113,7 @@ class AnnotatorPredictor:
         from eval.sentence_level import aggregate, flagged_sentences
 
         k = self.cfg.task.evidence_sentences
-        sentences = {r["id"]: evidence_records(r, k, labelled=False) for r in records}
+        sentences = {r["id"]: evidence_records(r, k, labelled=False, unit=self.cfg.task.evidence_unit) for r in records}
         flat = [e for r in records for e in sentences[r["id"]]]
         by_id = {row["id"]: row for row in self._predicted(flat, progress)}
         rows = []

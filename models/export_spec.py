@@ -37,6 +37,7 @@ class AnnotatorSpec:
     base_model: str = ""
     stage: str = ""
     training: dict = field(default_factory=dict)   # data.source, records
+    evidence_unit: str = "sentence"     # what evidence_sentences judges one at a time: sentence | clause
     format: int = FORMAT
 
     def save(self, directory: str | Path) -> None:
@@ -68,7 +69,7 @@ def write_model_card(directory: str | Path, spec: AnnotatorSpec, held_out: str |
              f"- base model: `{spec.base_model}`; curriculum stage `{spec.stage}`",
              f"- training data: `{spec.training.get('source', '?')}`, {spec.training.get('records', '?')} records "
              f"({spec.language})",
-             f"- prompt: `{spec.template}`" + (f", sentence by sentence against the {spec.evidence_sentences} "
+             f"- prompt: `{spec.template}`" + (f", {spec.evidence_unit} by {spec.evidence_unit} against the {spec.evidence_sentences} "
                                                "best-matching source sentences" if spec.evidence_sentences else
                                                f", the whole source (at most {spec.max_seq_len:,} tokens)"),
              f"- labels: {', '.join(spec.labels)}"]

@@ -25,8 +25,10 @@ def test_marks_the_characters_the_evidence_lacks_and_never_punctuation():
 
 def test_english_marks_are_words_the_evidence_lacks():
     evidence = "Poseidon grossed $181 million worldwide. It opened in May."
-    assert mark_unsupported("It earned $181 million worldwide.", evidence, "en") == "It 【earned】 $181 million worldwide."
-    assert mark_unsupported("Poseidon lost big money in June.", evidence, "en") == "Poseidon 【lost big money】 in 【June】."
+    marked = mark_unsupported("It earned $181 million worldwide.", evidence, "en")
+    assert marked == "It 【earned】 $181 million worldwide."
+    marked = mark_unsupported("Poseidon lost big money in June.", evidence, "en")
+    assert marked == "Poseidon 【lost big money】 in 【June】."
     assert mark_unsupported("it OPENED in may", evidence, "en") == "it OPENED in may"     # case does not matter
 
 

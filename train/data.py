@@ -35,6 +35,9 @@ def check_run_config(cfg: DictConfig, world: int) -> None:
         raise DataError("curriculum.stages is empty: at least one stage is needed")
     check_parallel_config(cfg, world)
     check_task_config(cfg.task)
+    if cfg.data.folds and not cfg.eval.enabled:
+        raise DataError(f"data.folds={cfg.data.folds} scores every record in its fold's test part: it needs "
+                        "eval.enabled=true")
     known = set(cfg.data.bucket_budgets)
     for name in needed_buckets(cfg):
         if name not in known:
@@ -128,7 +131,8 @@ def check_task_config(task: DictConfig) -> None:
                         f"discriminative annotator needs task.head=binary, found {task.head!r}")
 
 
-def sentence_pool(records: list[dict], k: int, stage: str, max_skip_fraction: float) -> list[dict]:
+def sentence_pool(records: list[dict], k: int, stage: str, max_skip_fraction: float,
+                  unit: str = "sentence") -> list[dict]:
     """The evidence records of `records` (one per response sentence); records whose hallucinated
     sentence cannot be found in their response are skipped and counted."""
     from data_builders.evidence import evidence_records
@@ -136,7 +140,7 @@ def sentence_pool(records: list[dict], k: int, stage: str, max_skip_fraction: fl
     pool, skipped, first = [], 0, None
     for rec in records:
         try:
-            pool += evidence_records(rec, k)
+            pool += evidence_records(rec, k, unit=unit)
         except ValueError as err:
             skipped, first = skipped + 1, first or err
     if skipped:
@@ -155,8 +159,9 @@ def stage_samples(records: list[dict], stage: DictConfig, tokenizer, task: DictC
     if not pool:
         raise DataError(f"curriculum stage {stage.name!r}: no training records in bucket {stage.bucket!r}")
     if task.evidence_sentences:
-        pool = sentence_pool(pool, task.evidence_sentences, stage.name, max_skip_fraction)
-    settings = f"{task.kind}|{task.template}|{task.head}|{task.response_lm}|{task.evidence_sentences}"
+        pool = sentence_pool(pool, task.evidence_sentences, stage.name, max_skip_fraction, task.evidence_unit)
+    settings = (f"{task.kind}|{task.template}|{task.head}|{task.response_lm}|{task.evidence_sentences}"
+                f"|{task.evidence_unit}")
     encoded = encoded_samples(pool, encoder(task), tokenizer, settings, num_proc)
     samples = [s for s in encoded if len(s["input_ids"]) <= stage.max_seq_len]
     skipped = len(pool) - len(samples)

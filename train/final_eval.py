@@ -7,6 +7,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 from transformers import AutoConfig
 
+from data_builders.schema import write_jsonl
 from eval.predict import select_eval_records
 from eval.predictors import AnnotatorPredictor, Shard
 from eval.report import write_eval
@@ -55,5 +56,6 @@ def evaluate_export(cfg: DictConfig, hf_dir: str, records_by_split: dict[str, li
     if predictor.threshold is not None:
         metrics["decision_threshold"] = predictor.threshold
     write_eval(out_dir, s, metrics, scored)
+    write_jsonl(out_dir / "predictions.jsonl", rows)       # as eval/run.py writes them: re-scorable, poolable
     _card_with_scores(hf_dir, s.markdown(metrics))
     return metrics

@@ -12,6 +12,7 @@ from data_builders.user_errors import reports_user_errors
 @hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
 @reports_user_errors("train/sft.py")
 def main(cfg: DictConfig) -> None:
+    from train.cross_validation import train_folds
     from train.data import check_run_config
     from train.distributed import init_distributed, teardown
     from train.parallel_dims import launched_world_size, sp_sizes
@@ -24,7 +25,8 @@ def main(cfg: DictConfig) -> None:
     check_memory_plan(cfg)
     quiet_libraries(cfg.trainer.verbose)
     try:
-        train(cfg, init_distributed(sp_sizes(cfg), verbose=cfg.trainer.verbose))   # nothing here outlives train()
+        info = init_distributed(sp_sizes(cfg), verbose=cfg.trainer.verbose)
+        (train_folds if cfg.data.folds else train)(cfg, info)   # nothing here outlives training
     finally:
         teardown()
 

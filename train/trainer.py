@@ -65,7 +65,9 @@ class Run:
     tracker: Tracker
 
 
-def train(cfg: DictConfig, info: DistInfo) -> dict | None:
+def train(cfg: DictConfig, info: DistInfo, continue_dir: Path | None = None) -> dict | None:
+    """Every stage, then the final evaluation; the metrics on rank 0. `continue_dir`: the directory
+    the stop message's command continues (a cross-validation run's, not its fold's)."""
     torch.manual_seed(cfg.trainer.seed)
     run_dir = agree_on_output_dir(cfg, info)
     base = resolve_model_path(cfg.model.name_or_path)
@@ -89,7 +91,7 @@ def train(cfg: DictConfig, info: DistInfo) -> dict | None:
                                                   point.state_dir if resumed else None)
             if stopped:
                 if info.is_main:
-                    print(stop_message(cfg, run_dir, global_step), flush=True)
+                    print(stop_message(cfg, continue_dir or run_dir, global_step), flush=True)
                 return None
             if cfg.eval.enabled and cfg.eval.every_stage and i + 1 < len(stages):
                 _evaluate(cfg, info, run_dir / "eval" / "stages" / f"{i}-{stage.name}", stage_weights(
@@ -175,7 +177,7 @@ def annotator_spec(cfg: DictConfig, stage: DictConfig, train_records: list[dict]
         scorer=str(t.scorer), language=languages.most_common(1)[0][0] if languages else "zh",
         max_seq_len=stage.max_seq_len, max_new_tokens=cfg.eval.max_new_tokens,
         labels=list(kind_of(t).labels(t)), base_model=str(cfg.model.name_or_path), stage=stage.name,
-        training={"source": str(cfg.data.source), "records": len(train_records)})
+        training={"source": str(cfg.data.source), "records": len(train_records)}, evidence_unit=str(t.evidence_unit))
 
 
 def _write_stage_summary(run_dir: Path, index: int, name: str, skipped: int, steps: int) -> None:
