@@ -10,7 +10,7 @@ from data_builders.marks import mark_unsupported
 from data_builders.novel_corpus import generate_corpus
 from data_builders.novel_lexicon import VERBS
 from data_builders.prompts import render_messages, verdict_target
-from data_builders.sentences import split_sentences
+from data_builders.sentences import clause_spans, sentence_spans, split_sentences, unit_spans
 from data_builders.sources import DataError
 from eval.sentence_level import aggregate, flagged_sentences
 from train.data import check_task_config, sentence_pool
@@ -144,3 +144,24 @@ def test_task_config_refuses_evidence_without_a_binary_head(changes, message):
     task = OmegaConf.structured(TaskConfig(**changes))
     with pytest.raises(DataError, match=message):
         check_task_config(task)
+
+
+@pytest.mark.parametrize("language, text, clauses", [
+    ("zh", "根据调查局的说法，郑宇锡涉嫌受贿；该公司是承包商。第二句：好。",
+     ["根据调查局的说法，", "郑宇锡涉嫌受贿；", "该公司是承包商。", "第二句：", "好。"]),
+    ("en", "It opened in May, and earned $181,674,817; critics: mixed. Next one.",
+     ["It opened in May,", "and earned $181,674,817;", "critics:", "mixed.", "Next one."]),
+])
+def test_clauses_cut_sentences_at_their_commas_and_index_the_text(language, text, clauses):
+    spans = clause_spans(text, language)
+    assert [text[a:b] for a, b in spans] == clauses          # "181,674,817": no space after its commas
+    assert unit_spans(text, language, "sentence") == sentence_spans(text, language)
+
+
+def test_clause_units_label_only_the_clause_that_holds_the_span():
+    response = "根据韩国法务部调查局的说法，郑亿根的儿子郑宇锡涉嫌受贿，而该公司是承包商。"
+    start = response.index("郑宇锡")
+    rec = {"id": "u", "task": "continuation", "language": "zh", "label": 1, "response": response,
+           "source": "郑亿根涉嫌受贿。该公司是承包商。", "spans": [{"start": start, "end": start + 3}]}
+    assert [p["label"] for p in evidence_records(rec, 2, unit="clause")] == [0, 1, 0]
+    assert [p["label"] for p in evidence_records(rec, 2)] == [1], "one sentence: all its keywords alike"

@@ -17,7 +17,10 @@ EXPERIMENTS = sorted(p.stem for p in (REPO / "configs" / "exp").glob("*.yaml"))
 RECORD = {"id": "r1", "task": "summarization", "language": "zh", "source": "原文。", "response": "摘要。", "label": 0}
 
 
-def _write_data(root, source: str) -> None:
+def _write_data(root, source: str, folds: int) -> None:
+    if folds:                  # a converted benchmark: one test file, a source per fold at least
+        write_jsonl(root / "test.jsonl", [dict(RECORD, id=f"r{i}", source=f"原文{i}。") for i in range(folds)])
+        return
     row = released_row(RECORD) if source == "longnovel_released" else RECORD
     for split in ("train", "test"):
         write_jsonl(root / f"{split}.jsonl", [row])
@@ -38,7 +41,7 @@ def test_there_are_experiments_of_every_kind():
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_experiment_passes_the_run_check_the_plan_and_the_slurm_render(name, tmp_path):
     cfg, ov = _cfg(name, tmp_path)
-    _write_data(tmp_path, cfg.data.source)
+    _write_data(tmp_path, cfg.data.source, cfg.data.folds)
     world = planned_world_size(cfg)
     check_run_config(cfg, world)
     rows, text = make_plan(cfg, world)
