@@ -35,7 +35,7 @@ def recall(rows: list[tuple[int, int | None]]) -> dict:
 
 
 def binary_classification(gold: list[int], pred: list[int | None]) -> dict:
-    """Accuracy, balanced accuracy, F1 / precision / recall of the hallucinated class, MCC.
+    """Accuracy, balanced accuracy, F1 / precision / recall of the hallucinated class, macro F1, MCC.
 
     A failed parse counts as the opposite of its gold label.
     """
@@ -45,6 +45,7 @@ def binary_classification(gold: list[int], pred: list[int | None]) -> dict:
         "acc": sum(e == g for g, e in zip(gold, effective)) / len(gold),
         "balanced_acc": base["acc"],
         "f1": float(f1_score(gold, effective, zero_division=0)),
+        "f1_macro": float(f1_score(gold, effective, average="macro", zero_division=0)),
         "precision": float(precision_score(gold, effective, zero_division=0)),
         "recall": float(recall_score(gold, effective, zero_division=0)),
         "mcc": base["mcc"], "n": base["n"], "parse_failures": base["parse_failures"],

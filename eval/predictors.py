@@ -16,6 +16,7 @@ from transformers import AutoConfig
 from data_builders.collate import prompt_ids
 from eval.predict import predict_records, select_eval_records
 from eval.predictions import binary_decision
+from eval.scoring import scorer
 from eval.thresholds import Threshold, is_hallucinated, resolve_threshold
 from models.annotator import load_annotator
 from models.builders import load_tokenizer, resolve_model_path
@@ -76,8 +77,16 @@ class AnnotatorPredictor:
     def _binary_threshold(self, splits: dict[str, list[dict]]) -> None:
         value = getattr(AutoConfig.from_pretrained(self.path), "decision_threshold", None)
         stored = Threshold(value, "stored in the model's config") if value is not None else None
-        chosen = resolve_threshold(None, stored, validation_records(self.cfg, splits),
-                                   lambda recs: [row["probs"][1] for row in self.rows(recs, progress=False)])
+        val, t = validation_records(self.cfg, splits), self.cfg.task
+        if t.evidence_sentences and scorer(t.scorer).unit_threshold:
+            from data_builders.evidence import evidence_records
+
+            units = [u for r in val for u in evidence_records(r, t.evidence_sentences, unit=t.evidence_unit)]
+            chosen = resolve_threshold(None, stored, units, lambda recs: [
+                row["probs"][1] for row in self._predicted(recs, progress=False)], what=f"{t.evidence_unit}s")
+        else:
+            chosen = resolve_threshold(None, stored, val,
+                                       lambda recs: [row["probs"][1] for row in self.rows(recs, progress=False)])
         self.threshold, self.threshold_source = chosen.value, chosen.source
 
     def rows(self, records: list[dict], progress: bool | None = None, on_result: Write | None = None) -> list[dict]:

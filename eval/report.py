@@ -41,7 +41,7 @@ def longnovel_markdown(m: dict) -> list[str]:
 
 
 def binary_markdown(m: dict) -> list[str]:
-    keys = ("acc", "balanced_acc", "f1", "precision", "recall")
+    keys = ("acc", "balanced_acc", "f1", "precision", "recall", "f1_macro")
     return ["| n | " + " | ".join(keys) + " | MCC | parse failures |", "|---" * (len(keys) + 3) + "|",
             f"| {m['n']} | " + " | ".join(_pct(m[k]) for k in keys) + f" | {_num(m['mcc'])} | {m['parse_failures']} |"]
 

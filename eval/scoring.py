@@ -65,6 +65,8 @@ class Scorer:
     labels: tuple                    # the confusion matrix's classes
     summary: Callable                # metrics -> Summary (what train.check_run checks)
     labels_note: str = ""
+    unit_threshold: bool = False     # it judges spans, not responses: a sentence-level annotator's decision
+                                     # threshold is chosen on its units' labels (UHGEval: every response has one)
 
 
 SCORERS: dict[str, Scorer] = {
@@ -78,7 +80,7 @@ SCORERS: dict[str, Scorer] = {
                              no_tables, (0, 1), _spans_summary, " (1 = the response has a span)"),
     ScorerName.uhgeval: Scorer("uhgeval", "UHGEval keyword-level judgement", ("spans",), score_uhgeval,
                                uhgeval_markdown, no_plots, no_tables, (0, 1), _uhgeval_summary,
-                               " (1 = some span predicted)"),
+                               " (1 = some span predicted)", unit_threshold=True),
 }
 
 

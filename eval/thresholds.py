@@ -39,7 +39,7 @@ def choose_threshold(gold: list[int], p_hallucinated: list[float]) -> float:
 
 def resolve_threshold(configured: float | None, stored: Threshold | None, val_records: list[dict],
                       scores_of: Callable[[list[dict]], list[float]], default: float | None = DEFAULT,
-                      ) -> Threshold:
+                      what: str = "records") -> Threshold:
     """The one precedence: a configured value, else a stored one (the export's, or a cache that
     matches the method), else one chosen on the validation records, else `default` (scores that
     are probabilities), else an error (scores on another scale need a validation split)."""
@@ -49,7 +49,7 @@ def resolve_threshold(configured: float | None, stored: Threshold | None, val_re
         return stored
     if val_records:
         value = choose_threshold([r["label"] for r in val_records], scores_of(val_records))
-        return Threshold(value, f"validation split, {len(val_records)} records")
+        return Threshold(value, f"validation split, {len(val_records)} {what}")
     if default is not None:
         return Threshold(default, "default (no validation split, none stored)")
     raise ValueError("choosing a decision threshold needs a validation split, and there is none "

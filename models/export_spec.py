@@ -69,8 +69,9 @@ def write_model_card(directory: str | Path, spec: AnnotatorSpec, held_out: str |
              f"- base model: `{spec.base_model}`; curriculum stage `{spec.stage}`",
              f"- training data: `{spec.training.get('source', '?')}`, {spec.training.get('records', '?')} records "
              f"({spec.language})",
-             f"- prompt: `{spec.template}`" + (f", {spec.evidence_unit} by {spec.evidence_unit} against the {spec.evidence_sentences} "
-                                               "best-matching source sentences" if spec.evidence_sentences else
+             f"- prompt: `{spec.template}`" + (f", {spec.evidence_unit} by {spec.evidence_unit} against the "
+                                               f"{spec.evidence_sentences} best-matching source sentences"
+                                               if spec.evidence_sentences else
                                                f", the whole source (at most {spec.max_seq_len:,} tokens)"),
              f"- labels: {', '.join(spec.labels)}"]
     if spec.threshold is not None:
