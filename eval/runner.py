@@ -27,6 +27,9 @@ def _done(path: Path) -> set[str]:
 
 
 def run_eval(cfg: DictConfig) -> dict:
+    if cfg.data.folds:
+        raise ValueError(f"data.folds={cfg.data.folds}: eval/run.py scores one model on one test split; a fold's "
+                         "export is scored with data.folds=0 data.root=<run>/folds/fold_<i>")
     check_data_config(cfg)
     predictor = PREDICTORS[cfg.eval.method](cfg)
     splits = build_records(cfg, predictor.tokenizer)[0]

@@ -108,6 +108,23 @@ def test_resuming_a_finished_run_keeps_its_folds_and_pools_again(cv_run):
     assert json.loads((out / "eval" / "metrics.json").read_text())["n"] == 20
 
 
+@pytest.mark.slow
+def test_eval_run_rescores_a_folds_export_to_the_folds_own_figures(cv_run, tmp_path):
+    """A fold's export, scored again by eval/run.py on the fold's test part, with its stored threshold."""
+    out, _ = cv_run
+    cmd = [sys.executable, str(REPO / "eval" / "run.py"), "+exp=ragtruth_sentence_demo", "task.evidence_unit=clause",
+           f"checkpoint={out / 'fold_1' / 'checkpoints' / '0-sentences' / 'hf'}", "data.folds=0",
+           f"data.root={out / 'folds' / 'fold_1'}", f"output_dir={tmp_path}"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    again = json.loads((tmp_path / "scores" / "metrics.json").read_text())
+    fold = json.loads((out / "fold_1" / "eval" / "metrics.json").read_text())
+    assert (again["n"], again["example"], again["char"]) == (fold["n"], fold["example"], fold["char"])
+    refused = subprocess.run([*cmd[:-3], f"data.root={out.parent / 'data'}", f"output_dir={tmp_path / 'x'}"],
+                             cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and "eval/run.py scores one model on one test split" in refused.stderr
+
+
 @pytest.mark.parametrize("overrides, message", [
     (["data.folds=11"], "data.folds=11: expected 2 <= k <= the number of sources in"),
     (["data.source=embedded"], "data.folds=2 deals a records directory into folds: it needs data.source=records"),
