@@ -45,6 +45,7 @@ def _cross_validate(exp: str, root, *extra: str, nproc: int = 2):
     proc = torchrun(nproc, [f"+exp={exp}", *SMALL, f"data.root={root / 'data'}", f"output_dir={root / 'run'}",
                             *extra])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "still referenced after teardown" not in proc.stderr, proc.stderr[-3000:]
     return root / "run", proc
 
 

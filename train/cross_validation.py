@@ -26,10 +26,9 @@ FOLDS_REPORT = "folds_report.txt"
 
 def fold_config(cfg: DictConfig, run_dir: Path, i: int) -> DictConfig:
     """The config of fold i: an ordinary records run in <run_dir>/fold_<i>."""
-    fold = OmegaConf.merge(cfg, {"data": {"folds": 0, "root": str(run_dir / "folds" / f"fold_{i}")},
+    return OmegaConf.merge(cfg, {"data": {"folds": 0, "root": str(run_dir / "folds" / f"fold_{i}")},
                                  "output_dir": str(run_dir / f"fold_{i}"),
                                  "logger": {"group": cfg.logger.group or run_dir.name}})
-    return fold
 
 
 def fold_done(run_dir: Path, i: int) -> bool:

@@ -25,8 +25,8 @@ def main(cfg: DictConfig) -> None:
     check_memory_plan(cfg)
     quiet_libraries(cfg.trainer.verbose)
     try:
-        info = init_distributed(sp_sizes(cfg), verbose=cfg.trainer.verbose)
-        (train_folds if cfg.data.folds else train)(cfg, info)   # nothing here outlives training
+        run = train_folds if cfg.data.folds else train
+        run(cfg, init_distributed(sp_sizes(cfg), verbose=cfg.trainer.verbose))   # no reference outlives run()
     finally:
         teardown()
 
