@@ -28,7 +28,7 @@ def _choice(name: str, values: str) -> type[Choice]:
     return Choice(name, {v: v for v in values.split()})
 
 
-TaskKind = _choice("TaskKind", "generative discriminative")
+TaskKind = _choice("TaskKind", "generative discriminative spans")
 Head = _choice("Head", "binary anah faithfulness")
 Scorer = _choice("Scorer", "longnovel anah binary spans uhgeval")
 DataSource = _choice("DataSource", "embedded anah_embedded records longnovel_released mixture")

@@ -20,13 +20,13 @@ HEAD_LABELS = {
 }
 
 
-def _prompt_text(record: dict, tokenizer, template: str) -> str:
+def prompt_text(record: dict, tokenizer, template: str) -> str:
     return tokenizer.apply_chat_template(render_messages(record, template), tokenize=False,
                                          add_generation_prompt=True)
 
 
 def prompt_ids(record: dict, tokenizer, template: str = "prompt_e") -> list[int]:
-    return tokenizer(_prompt_text(record, tokenizer, template), add_special_tokens=False)["input_ids"]
+    return tokenizer(prompt_text(record, tokenizer, template), add_special_tokens=False)["input_ids"]
 
 
 def faithful_response_spans(record: dict) -> list[tuple[int, int]]:
@@ -64,7 +64,7 @@ def _response_lm_labels(record: dict, text: str, ids: list[int], offsets: list[t
 def encode_sample(record: dict, tokenizer, template: str = "prompt_e", response_lm: bool = False) -> dict:
     """input_ids = chat prompt + target + <eos>; loss on target and <eos>, and with `response_lm`
     also on the faithful sentences of the response inside the prompt (task.response_lm)."""
-    text = _prompt_text(record, tokenizer, template)
+    text = prompt_text(record, tokenizer, template)
     encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=response_lm)
     prompt = encoded["input_ids"]
     target = tokenizer(render_target(record, template), add_special_tokens=False)["input_ids"]
@@ -106,22 +106,29 @@ def padded_fraction(batches: list[list[dict]]) -> float:
     return 1 - real / total if total else 0.0
 
 
+# Per-token fields a sample may carry, and what pads them: the LM's shifted labels, a span
+# annotator's token labels, an encoder's segment ids.
+TOKEN_FIELDS = {"shift_labels": IGNORE_INDEX, "token_labels": IGNORE_INDEX, "token_type_ids": 0}
+
+
 def collate(samples: list[dict], pad_id: int) -> dict:
     """Right-pad to the longest sample; no attention mask when nothing is padded. Packed rows
     bring their own `position_ids`."""
     width = max(len(s["input_ids"]) for s in samples)
+    fields = {k: fill for k, fill in TOKEN_FIELDS.items() if samples[0].get(k) is not None}
     ids = torch.full((len(samples), width), pad_id, dtype=torch.long)
-    labels = torch.full((len(samples), width), IGNORE_INDEX, dtype=torch.long)
+    padded = {k: torch.full((len(samples), width), fill, dtype=torch.long) for k, fill in fields.items()}
     mask = torch.zeros((len(samples), width), dtype=torch.long)
     positions = torch.arange(width).repeat(len(samples), 1)
     for row, s in enumerate(samples):
         n = len(s["input_ids"])
         ids[row, :n] = torch.tensor(s["input_ids"])
-        labels[row, :n] = torch.tensor(s["shift_labels"])
+        for key, tensor in padded.items():
+            tensor[row, :n] = torch.tensor(s[key])
         mask[row, :n] = 1
         if "position_ids" in s:
             positions[row, :n] = torch.tensor(s["position_ids"])
-    batch = {"input_ids": ids, "shift_labels": labels, "position_ids": positions}
+    batch = {"input_ids": ids, **padded, "position_ids": positions}
     if not bool(mask.all()):
         batch["attention_mask"] = mask
     return batch
@@ -152,8 +159,7 @@ def encode_classification(record: dict, tokenizer, template: str, head: str) -> 
 
 def collate_classification(samples: list[dict], pad_id: int) -> dict:
     """Right-padded prompts, the index of each row's last prompt token, and the labels."""
-    batch = collate([{**s, "shift_labels": [IGNORE_INDEX] * len(s["input_ids"])} for s in samples], pad_id)
-    del batch["shift_labels"]
+    batch = collate(samples, pad_id)
     batch["last_index"] = torch.tensor([len(s["input_ids"]) - 1 for s in samples])
     batch["labels"] = torch.tensor([s["label"] for s in samples])
     return batch

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from data_builders.novel_corpus import Unit
 from data_builders.schema import POSITIONS, validate_record
+from data_builders.spans import span
 
 DEFAULT_BUDGETS = {"S": 2048, "M": 16384, "L": 32768, "XL": 65536, "XXL": 102400}
 SUMMARY_SEP = "\n"
@@ -42,6 +43,16 @@ def pick_offset(window_index: int, k: int) -> int:
     return (lo + hi - 1) // 2 if hi > lo else lo
 
 
+def edit_span(faithful: str, hallucinated: str) -> tuple[int, int]:
+    """[start, end) of what the injection changed in `hallucinated`: it without the prefix and the
+    suffix it shares with `faithful`."""
+    shorter = min(len(faithful), len(hallucinated))
+    prefix = next((i for i, (a, b) in enumerate(zip(faithful, hallucinated)) if a != b), shorter)
+    room = shorter - prefix
+    suffix = next((i for i in range(room) if faithful[-1 - i] != hallucinated[-1 - i]), room)
+    return prefix, len(hallucinated) - suffix
+
+
 def context_records(units: list[Unit], j: int, bucket: str, split: str) -> list[dict]:
     """The hallucinated and the faithful record of one context."""
     t, k, u = units[0].unit_index, len(units), units[j]
@@ -56,11 +67,14 @@ def context_records(units: list[Unit], j: int, bucket: str, split: str) -> list[
     summaries = [x.summary for x in units]
     hallucinated = summaries[:j] + [u.hallucinated_summary] + summaries[j + 1:]
     faithful = summaries[:j] + [u.faithful_summary] + summaries[j + 1:]
+    at = sum(len(x) + len(SUMMARY_SEP) for x in summaries[:j])
+    start, end = edit_span(u.faithful_summary, u.hallucinated_summary)
     return [
         {**base, "id": f"{stem}-h", "response": SUMMARY_SEP.join(hallucinated), "label": 1,
+         "spans": [span((at + start, at + end), type=u.hallucination_type)],
          "hallucination_types": [u.hallucination_type], "hallucinated_sentences": [u.hallucinated_sentence],
          "corrections": [u.correction], "reasons": [u.reason]},
-        {**base, "id": f"{stem}-f", "response": SUMMARY_SEP.join(faithful), "label": 0,
+        {**base, "id": f"{stem}-f", "response": SUMMARY_SEP.join(faithful), "label": 0, "spans": [],
          "hallucination_types": [], "hallucinated_sentences": [], "corrections": [], "reasons": []},
     ]
 

@@ -29,6 +29,7 @@ import configs.schema  # noqa: F401  (registers the schemas)
 from configs.schema import SFTConfig
 from data_builders.anah import SourceIndex
 from data_builders.collate import prompt_ids
+from data_builders.pairs import uses_pairs
 from data_builders.schema import TASKS, RecordError, iter_jsonl, read_jsonl, read_jsonl_to_append
 from data_builders.user_errors import reports_user_errors
 from eval.parsers import parse_longnovel_verdict, type_key
@@ -87,7 +88,7 @@ class Annotator:
             rec["question"] = row["question"]
         if self.spec.scorer == "anah" and not rec["meta"].get("window"):   # as ANAH's builders retrieve it
             rec["meta"]["window"] = SourceIndex(source, language).window(rec["response"])
-        if not self.spec.evidence_sentences:
+        if not self.spec.evidence_sentences and not uses_pairs(self.predictor.tokenizer):   # an encoder chunks
             n = len(prompt_ids(rec, self.predictor.tokenizer, self.spec.template))
             if n > self.spec.max_seq_len:
                 raise ValueError(f"{where}: the prompt is {n:,} tokens, over this annotator's trained length "

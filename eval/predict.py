@@ -1,11 +1,11 @@
 """Running an annotator over records: raw generations, or head probabilities."""
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 
 from tqdm import tqdm
 
-from data_builders.collate import prompt_ids
 from data_builders.sources import in_bucket
 from models.generate import length_batches
 from models.kinds import kind_of
@@ -27,23 +27,34 @@ def select_eval_records(records: list[dict], buckets: list[str], cap: int | None
     return chosen
 
 
-def predict_records(model, tokenizer, records: list[dict], kind: str, template: str, max_new_tokens: int,
+def predict_records(model, tokenizer, records: list[dict], task, max_new_tokens: int,
                     progress: bool = False, on_result: Callable[[dict], None] | None = None,
                     batch_size: int = 1, batch_tokens: int | None = None) -> list[dict]:
-    """One prediction row per record ({'id', 'output'} or {'id', 'probs'}), in record order.
+    """One prediction row per record ({'id', 'output'}, {'id', 'probs'} or, from a span annotator,
+    {'id', 'probs', 'token_probs'}), in record order.
 
-    Prompts are batched by length (greedy decoding: equal lengths only, see `models.generate`);
-    `on_result` sees each row as soon as its batch is done (to write predictions as they come).
+    A record is judged by one input or, on an encoder, by one per evidence chunk, pooled into its
+    row (`Kind.pool`). Inputs are batched by length (greedy decoding: equal lengths only, see
+    `models.generate`); `on_result` sees each row as soon as its last input is done.
     """
-    spec = kind_of(kind)
-    prompts = [prompt_ids(rec, tokenizer, template) for rec in records]
+    spec = kind_of(task)
+    inputs, owner = [], []
+    for i, rec in enumerate(records):
+        for x in spec.inputs(rec, tokenizer, task):
+            inputs.append(x)
+            owner.append(i)
+    results: dict[int, list] = {i: [] for i in range(len(records))}
+    left = Counter(owner)
     rows: dict[int, dict] = {}
     with tqdm(total=len(records), desc="predict", disable=not progress, dynamic_ncols=True) as bar:
-        for batch in length_batches(prompts, batch_size, spec.generates, batch_tokens):
-            results = spec.predict(model, tokenizer, [prompts[i] for i in batch], max_new_tokens)
-            for i, res in zip(batch, results):
-                rows[i] = {"id": records[i]["id"], **res}
-                if on_result is not None:
-                    on_result(rows[i])
-            bar.update(len(batch))
+        for batch in length_batches([x["input_ids"] for x in inputs], batch_size, spec.generates, batch_tokens):
+            for j, res in zip(batch, spec.predict(model, tokenizer, [inputs[j] for j in batch], max_new_tokens)):
+                i = owner[j]
+                results[i].append(res)
+                left[i] -= 1
+                if not left[i]:
+                    rows[i] = {"id": records[i]["id"], **spec.pool(results.pop(i))}
+                    if on_result is not None:
+                        on_result(rows[i])
+                    bar.update(1)
     return [rows[i] for i in range(len(records))]

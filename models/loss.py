@@ -3,7 +3,9 @@ tokens, and a head's classification loss (their token-weighted reduction is `tra
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
+from data_builders.collate import IGNORE_INDEX
 from models.heads import classification_loss_sum, head_spec
 from models.response_lm import ResponseLM
 
@@ -25,9 +27,25 @@ def classifier_loss_sum(model, batch: dict, task, sp_rank: int = 0, **model_kwar
     Every rank of an SP group sees the pooled state, but only SP rank 0 counts the loss;
     the others still run backward so that the gradient reaches the rank holding the token.
     """
+    if "token_type_ids" in batch:
+        model_kwargs["token_type_ids"] = batch["token_type_ids"]
     logits = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"],
                    last_index=batch["last_index"], attention_mask=batch.get("attention_mask"), **model_kwargs)
     loss = classification_loss_sum(logits, batch["labels"], head_spec(task.head).multi_label,
                                    list(task.class_weights) if task.class_weights else None, task.focal_gamma)
     counted = sp_rank == 0
     return loss * counted, len(batch["labels"]) * counted
+
+
+def token_classifier_loss_sum(model, batch: dict, task, **model_kwargs) -> tuple[torch.Tensor, int]:
+    """Summed cross-entropy over this rank's labelled (response) tokens, and how many there are;
+    `task.class_weights` weighs faithful / hallucinated tokens."""
+    if "token_type_ids" in batch:
+        model_kwargs["token_type_ids"] = batch["token_type_ids"]
+    logits = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"],
+                   attention_mask=batch.get("attention_mask"), **model_kwargs)
+    labels = batch["token_labels"].flatten()
+    weight = torch.tensor(list(task.class_weights), device=logits.device) if task.class_weights else None
+    ce = F.cross_entropy(logits.float().flatten(0, 1), labels, weight=weight, ignore_index=IGNORE_INDEX,
+                         reduction="sum")
+    return ce, int((labels != IGNORE_INDEX).sum())

@@ -1,4 +1,6 @@
 """Batched greedy decoding and head inference give the same answers as one prompt at a time."""
+from types import SimpleNamespace
+
 import pytest
 
 from eval.predict import predict_records
@@ -29,12 +31,12 @@ def test_greedy_batch_refuses_prompts_of_different_lengths(tokenizer):
         greedy_batch(model, tokenizer, [[5, 6, 7], [5, 6]], 2)
 
 
-@pytest.mark.parametrize("kind", ["generative", "discriminative"])
+@pytest.mark.parametrize("kind", ["generative", "discriminative", "spans"])
 def test_batched_equals_one_at_a_time(tokenizer, kind):
     model = load_annotator(resolve_model_path("embedded:qwen3-tiny"), kind, "binary")
-    seen = []
-    one = predict_records(model, tokenizer, RECORDS, kind, "prompt_e", 12, batch_size=1)
-    many = predict_records(model, tokenizer, RECORDS, kind, "prompt_e", 12, batch_size=4, on_result=seen.append)
+    task, seen = SimpleNamespace(kind=kind, template="prompt_e"), []
+    one = predict_records(model, tokenizer, RECORDS, task, 12, batch_size=1)
+    many = predict_records(model, tokenizer, RECORDS, task, 12, batch_size=4, on_result=seen.append)
     assert [r["id"] for r in many] == [r["id"] for r in RECORDS] and len(seen) == len(RECORDS)
     if kind == "generative":
         assert [r["output"] for r in many] == [r["output"] for r in one]
@@ -42,3 +44,8 @@ def test_batched_equals_one_at_a_time(tokenizer, kind):
     else:
         for a, b in zip(one, many):
             assert b["probs"] == pytest.approx(a["probs"], abs=1e-5)
+            if kind == "spans":      # every response token, with its offsets into the response
+                assert [t[:2] for t in b["token_probs"]] == [t[:2] for t in a["token_probs"]]
+                assert [t[2] for t in b["token_probs"]] == pytest.approx([t[2] for t in a["token_probs"]], abs=1e-5)
+                rec = next(r for r in RECORDS if r["id"] == b["id"])
+                assert b["token_probs"][0][0] == 0 and b["token_probs"][-1][1] == len(rec["response"])

@@ -1,5 +1,7 @@
 """Evaluating 32k-token prompts needs memory linear in their length (bounded by the model's size),
 never a length x length attention matrix: a padded batch with a mask would need tens of GB."""
+from types import SimpleNamespace
+
 import pytest
 from transformers import AutoConfig
 
@@ -41,7 +43,8 @@ def test_a_batch_of_32k_prompts_of_different_lengths_stays_within_a_model_derive
     assert len(set(lengths)) == 3 and max(lengths) <= TARGET + 64 and min(lengths) > TARGET - 2000
     before = reset_peak_rss() and peak_rss()
     assert before, "cannot reset the peak RSS on this system"
-    rows = predict_records(model, tokenizer, records, kind, "prompt_e", max_new_tokens=4, batch_size=8,
+    rows = predict_records(model, tokenizer, records, SimpleNamespace(kind=kind, template="prompt_e"), max_new_tokens=4,
+                           batch_size=8,
                            batch_tokens=16384)
     grew = peak_rss() - before
     assert [r["id"] for r in rows] == [r["id"] for r in records]

@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 
 from configs.schema import LoraSettings
 from models.builders import load_causal_lm, resolve_model_path
-from models.heads import PooledClassifier, load_classifier
+from models.heads import PooledClassifier, TokenClassifier, load_classifier, load_token_classifier
 from models.lora import lora_config, merged_copy
 from tests.conftest import torchrun
 from tests.test_trainer_e2e import TINY, _ok
@@ -19,28 +19,32 @@ from train.run_dir import read_train_log
 LORA = OmegaConf.structured(LoraSettings(enabled=True, r=4, alpha=8))
 
 
-@pytest.mark.parametrize("discriminative", [False, True], ids=["causal_lm", "classifier"])
-def test_merged_export_equals_the_adapter(discriminative):
+@pytest.mark.parametrize("task_type", ["CAUSAL_LM", "SEQ_CLS", "TOKEN_CLS"])
+def test_merged_export_equals_the_adapter(task_type):
     path = resolve_model_path("embedded:qwen3-tiny")
-    load = (lambda: load_classifier(path, "anah")) if discriminative else (lambda: load_causal_lm(path))
+    load = {"CAUSAL_LM": lambda: load_causal_lm(path), "SEQ_CLS": lambda: load_classifier(path, "anah"),
+            "TOKEN_CLS": lambda: load_token_classifier(path)}[task_type]
+    has_head = task_type != "CAUSAL_LM"
     torch.manual_seed(0)
     base = load()
-    if discriminative:
+    if has_head:
         base.score.weight.data.normal_()                 # the head is random: fix it for both copies
-    head = base.score.weight.detach().clone() if discriminative else None
-    adapted = get_peft_model(base, lora_config(LORA, discriminative, init_weights=False))  # non-zero B
+    head = base.score.weight.detach().clone() if has_head else None
+    adapted = get_peft_model(base, lora_config(LORA, task_type, init_weights=False))  # non-zero B
     ids = torch.randint(3, 500, (2, 23))
     pos, last = torch.arange(23).expand(2, 23), torch.tensor([22, 22])
 
     def logits(model):
         with torch.no_grad():
-            return PooledClassifier(model)(ids, pos, last) if discriminative else model(input_ids=ids).logits
+            if task_type == "SEQ_CLS":
+                return PooledClassifier(model)(ids, pos, last)
+            return TokenClassifier(model)(ids, pos) if has_head else model(input_ids=ids).logits
 
     expected = logits(adapted.eval())
     fresh = load()
-    if discriminative:
+    if has_head:
         fresh.score.weight.data.copy_(head)
-    merged = merged_copy(fresh, adapted.state_dict(), LORA, discriminative).eval()
+    merged = merged_copy(fresh, adapted.state_dict(), LORA, task_type).eval()
     assert not any("lora_" in k for k in merged.state_dict())
     torch.testing.assert_close(logits(merged), expected, atol=1e-5, rtol=1e-5)
 

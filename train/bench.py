@@ -208,7 +208,7 @@ def inference(data_dir: Path, n: int = 48, new_tokens: int = 64) -> dict:
     head = load_annotator(path, "discriminative", "binary")
     t0 = time.perf_counter()
     for k in range(0, len(prompts), 8):
-        head_probs_batch(head, prompts[k:k + 8])
+        head_probs_batch(head, [{"input_ids": p} for p in prompts[k:k + 8]])
     head_rate = len(prompts) / (time.perf_counter() - t0)
     lm = load_annotator(path, "generative")
     out = {"head_samples_per_s": head_rate}

@@ -8,7 +8,9 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
+from configs.schema import stage_sp_size
 from data_builders.collate import pack_samples
+from data_builders.pairs import check_vocabulary, uses_pairs
 from data_builders.sample_cache import encoded_samples
 from data_builders.schema import write_jsonl
 from data_builders.sources import (
@@ -20,7 +22,7 @@ from data_builders.sources import (
     needed_buckets,
     read_splits,
 )
-from models.builders import resolve_model_path
+from models.builders import is_encoder, resolve_model_path
 from models.kinds import kind_of
 from train.distributed import DistInfo, barrier, on_main_rank
 from train.parallel_dims import stage_dims
@@ -35,6 +37,7 @@ def check_run_config(cfg: DictConfig, world: int) -> None:
         raise DataError("curriculum.stages is empty: at least one stage is needed")
     check_parallel_config(cfg, world)
     check_task_config(cfg.task)
+    check_backbone_config(cfg)
     if cfg.data.folds and not cfg.eval.enabled:
         raise DataError(f"data.folds={cfg.data.folds} scores every record in its fold's test part: it needs "
                         "eval.enabled=true")
@@ -119,7 +122,27 @@ def encoder(task: DictConfig):
     return lambda rec, tok: encode(rec, tok, task)
 
 
+def check_backbone_config(cfg: DictConfig) -> None:
+    """What an encoder backbone (BERT family) can be trained for: a binary head or a span head, at
+    sequence-parallel degree 1, without packing or LoRA."""
+    if not is_encoder(resolve_model_path(cfg.model.name_or_path)):
+        return
+    where = f"model.name_or_path={cfg.model.name_or_path} is an encoder"
+    t = cfg.task
+    if kind_of(t).generates or (t.kind == "discriminative" and t.head != "binary"):
+        raise DataError(f"{where}: it trains a binary head (task.kind=discriminative task.head=binary) or a span "
+                        f"head (task.kind=spans), found task.kind={t.kind} task.head={t.head}")
+    sp = max(stage_sp_size(cfg, s) for s in [None, *cfg.curriculum.stages])
+    if sp > 1 or cfg.data.packing or cfg.model.lora.enabled:
+        raise DataError(f"{where}: it reads (evidence, response) pairs in windows of its own length, whole on one "
+                        f"device and in full: it needs parallel.sp_size=1 (found {sp}), data.packing=false and "
+                        "model.lora.enabled=false")
+
+
 def check_task_config(task: DictConfig) -> None:
+    if task.kind == "spans" and (task.evidence_sentences or task.head != "binary"):
+        raise DataError(f"task.kind=spans labels the response's own tokens: it needs task.evidence_sentences=0 and "
+                        f"task.head=binary, found {task.evidence_sentences} and {task.head}")
     if task.response_lm and not kind_of(task).generates:
         raise DataError(f"task.response_lm=true trains the LM head on the response: it needs task.kind=generative, "
                         f"found {task.kind!r}")
@@ -160,6 +183,9 @@ def stage_samples(records: list[dict], stage: DictConfig, tokenizer, task: DictC
         raise DataError(f"curriculum stage {stage.name!r}: no training records in bucket {stage.bucket!r}")
     if task.evidence_sentences:
         pool = sentence_pool(pool, task.evidence_sentences, stage.name, max_skip_fraction, task.evidence_unit)
+    if uses_pairs(tokenizer):
+        for rec in pool:
+            check_vocabulary(rec, tokenizer)
     settings = (f"{task.kind}|{task.template}|{task.head}|{task.response_lm}|{task.evidence_sentences}"
                 f"|{task.evidence_unit}")
     encoded = encoded_samples(pool, encoder(task), tokenizer, settings, num_proc)

@@ -9,13 +9,11 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from models.annotator import hf_model, load_annotator
+from models.annotator import WRAPPERS, hf_model, load_annotator
 from models.builders import torch_dtype
 from models.export_spec import AnnotatorSpec, write_model_card
-from models.heads import PooledClassifier
 from models.kinds import kind_of
 from models.lora import merged_copy
-from models.response_lm import ResponseLM
 from train.parallel_dims import stage_sp_size
 
 
@@ -170,11 +168,11 @@ def export_hf(engine, cfg: DictConfig, weights_dir: str, tokenizer, out_dir: Pat
         return
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    wrapped = isinstance(engine.module, (PooledClassifier, ResponseLM))
+    wrapped = isinstance(engine.module, WRAPPERS)
     state = {(k.removeprefix("model.") if wrapped else k): v.detach().to("cpu") for k, v in state.items()}
     if cfg.model.lora.enabled:
         base = hf_model(load_model(cfg, weights_dir, cfg.model.attn_implementation))
-        model = merged_copy(base, state, cfg.model.lora, not kind_of(cfg.task).generates)
+        model = merged_copy(base, state, cfg.model.lora, kind_of(cfg.task).lora_task)
         model.save_pretrained(tmp, safe_serialization=True)
     else:
         hf_model(engine.module).save_pretrained(tmp, state_dict=state, safe_serialization=True)

@@ -82,7 +82,7 @@ def model_shape(path: str, kind: str = "generative", num_labels: int = 2, dtype:
             model = AutoModelForSequenceClassification.from_config(config)
     embed = model.get_input_embeddings().weight
     head = model.get_output_embeddings() if generates else None
-    layer = model.base_model.layers[0]
+    layer = (getattr(model.base_model, "layers", None) or model.base_model.encoder.layer)[0]   # decoder | BERT family
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
     wanted = torch.bfloat16 if dtype == "auto" else torch_dtype(dtype)     # auto: bf16 on the GPUs planned for

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from data_builders.collate import IGNORE_INDEX
+from data_builders.collate import TOKEN_FIELDS
 
 SP_MODES = ("zigzag", "zigzag_varlen")
 
@@ -46,7 +46,7 @@ def pad_documents(row: dict, multiple: int, pad_id: int) -> tuple[dict, list[int
         raise ValueError("sequence parallelism takes one (possibly packed) row per micro-batch: "
                          "set optim.micro_batch_size=1")
     lens = doc_lengths(row["position_ids"][0])
-    fill = {k: v for k, v in (("input_ids", pad_id), ("shift_labels", IGNORE_INDEX)) if k in row}
+    fill = {k: v for k, v in (("input_ids", pad_id), *TOKEN_FIELDS.items()) if k in row}
     parts: dict[str, list] = {k: [] for k in [*fill, "position_ids", "real"]}
     padded, start = [], 0
     for n in lens:
