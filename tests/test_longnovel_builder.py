@@ -70,6 +70,15 @@ def test_replaced_unit_is_the_only_difference(built, corpus):
         assert h["hallucinated_sentences"] == [unit.hallucinated_sentence]
         assert unit.hallucinated_sentence in h["response"] and unit.hallucinated_sentence not in f["response"]
         assert h["position"] == position_of(offset, meta["n_units"])
+        # the span is exactly the injected edit: outside it the two responses agree, and it lies in the sentence
+        (span,) = h["spans"]
+        a, b = span["start"], span["end"]
+        assert a < b and f["spans"] == [] and span["type"] == unit.hallucination_type
+        tail = len(h["response"]) - b
+        assert f["response"][:a] == h["response"][:a] and f["response"][len(f["response"]) - tail:] == h["response"][b:]
+        assert h["response"][a:b] != f["response"][a:len(f["response"]) - tail]
+        at = h["response"].index(unit.hallucinated_sentence)
+        assert at <= a and b <= at + len(unit.hallucinated_sentence)
 
 
 def test_positions_and_buckets(built):

@@ -21,10 +21,10 @@ def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a - b).norm() / b.norm()).item()
 
 
-@pytest.mark.parametrize("task", ["longnovel_detection", "longnovel_discriminative"])
+@pytest.mark.parametrize("task", ["longnovel_detection", "longnovel_discriminative", "spans"])
 def test_sp2_step_equals_sp1_step(tmp_path, task):
-    """Generative (LM loss on the answer) and discriminative (binary head on the last token,
-    which only one SP rank holds)."""
+    """Generative (LM loss on the answer), discriminative (binary head on the last token, which
+    only one SP rank holds) and spans (a label for every response token, wherever it sits)."""
     common = TINY + TWO_STAGES + [f"task={task}"]
     # the SP run also recomputes activations (gradient checkpointing replays the ring in backward)
     _ok(torchrun(2, common + [f"output_dir={tmp_path / 'sp2'}", "parallel=sp2", "model.gradient_checkpointing=true"]))

@@ -35,9 +35,9 @@ def check_run_config(cfg: DictConfig, world: int) -> None:
     resolve_model_path(cfg.model.name_or_path)
     if not cfg.curriculum.stages:
         raise DataError("curriculum.stages is empty: at least one stage is needed")
-    check_parallel_config(cfg, world)
     check_task_config(cfg.task)
     check_backbone_config(cfg)
+    check_parallel_config(cfg, world)
     if cfg.data.folds and not cfg.eval.enabled:
         raise DataError(f"data.folds={cfg.data.folds} scores every record in its fold's test part: it needs "
                         "eval.enabled=true")
@@ -123,8 +123,8 @@ def encoder(task: DictConfig):
 
 
 def check_backbone_config(cfg: DictConfig) -> None:
-    """What an encoder backbone (BERT family) can be trained for: a binary head or a span head, at
-    sequence-parallel degree 1, without packing or LoRA."""
+    """What an encoder backbone (BERT family) can be trained for: a binary head or a span head on
+    records, at sequence-parallel degree 1, without packing or LoRA."""
     if not is_encoder(resolve_model_path(cfg.model.name_or_path)):
         return
     where = f"model.name_or_path={cfg.model.name_or_path} is an encoder"
@@ -132,6 +132,10 @@ def check_backbone_config(cfg: DictConfig) -> None:
     if kind_of(t).generates or (t.kind == "discriminative" and t.head != "binary"):
         raise DataError(f"{where}: it trains a binary head (task.kind=discriminative task.head=binary) or a span "
                         f"head (task.kind=spans), found task.kind={t.kind} task.head={t.head}")
+    if cfg.data.source != "records":
+        raise DataError(f"{where}: it reads the (evidence, response) pairs of records (data.source=records: a "
+                        f"converted benchmark, your own JSONL); data.source={cfg.data.source} builds Chinese samples "
+                        "for a decoder's chat prompt")
     sp = max(stage_sp_size(cfg, s) for s in [None, *cfg.curriculum.stages])
     if sp > 1 or cfg.data.packing or cfg.model.lora.enabled:
         raise DataError(f"{where}: it reads (evidence, response) pairs in windows of its own length, whole on one "

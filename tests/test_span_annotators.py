@@ -1,0 +1,157 @@
+"""Span annotators (`task.kind=spans`) and encoder backbones: token labels from character spans and
+back, (evidence, response) pairs whose chunks cover the whole source, the vocabulary and backbone
+checks, and span annotators that train, evaluate, export and annotate on a decoder and on MiniLM."""
+import json
+import subprocess
+import sys
+
+import pytest
+from transformers import AutoModelForTokenClassification
+
+from data_builders.pairs import chunk_bounds, pair_inputs, pool_chunks
+from data_builders.ragtruth import import_ragtruth_faithjudge
+from data_builders.schema import read_jsonl, write_jsonl
+from data_builders.token_spans import flagged_spans, labelled_sample, prompt_input
+from eval.spans import chars
+from models.builders import load_tokenizer, resolve_model_path
+from tests.conftest import REPO, shared_data, torchrun
+from tests.test_cross_validation import _records
+from tests.test_trainer_e2e import SMALL, _ok
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return load_tokenizer(resolve_model_path("embedded:minilm"))
+
+
+def _round_trip(record: dict, model_input: dict) -> list[list[int]]:
+    """The record's gold spans turned into token labels, and the labels back into character spans."""
+    labels = labelled_sample(record, model_input)["token_labels"]
+    return flagged_spans([[a, b, float(labels[t])] for t, a, b in model_input["tokens"]], 0.5)
+
+
+def _multi_word(record: dict) -> dict:
+    """The record with a second, multi-word span ("opened a library") beside its own."""
+    at = record["response"].index("opened a library")
+    return {**record, "label": 1, "spans": [*record["spans"], {"start": at, "end": at + 16}]}
+
+
+@pytest.mark.parametrize("backbone", ["decoder", "encoder"])
+def test_span_labels_from_offsets_round_trip_to_the_gold_character_spans(backbone, tokenizer, minilm):
+    for record in [*_records()[:4], _multi_word(_records()[1])]:
+        model_input = prompt_input(record, tokenizer, "prompt_e") if backbone == "decoder" else \
+            pair_inputs(record, minilm)[0]
+        gold = sorted([s["start"], s["end"]] for s in record["spans"])
+        assert _round_trip(record, model_input) == gold, record["id"]
+
+
+def test_on_ragtruth_the_round_trip_keeps_every_gold_character(minilm):
+    """On the released annotations the token-level round trip loses no gold character and adds
+    almost none (a span that starts or ends inside a word grows to the word's tokens)."""
+    records = [r for t in ("summary", "qa", "data2txt") for r in
+               import_ragtruth_faithjudge(shared_data("ragtruth_faithjudge") / f"ragtruth_{t}.jsonl")[:150]]
+    kept = added = gold_chars = 0
+    for record in records:
+        gold, back = chars((s["start"], s["end"]) for s in record["spans"]), chars(_round_trip(record, pair_inputs(
+            record, minilm)[0]))
+        kept, added, gold_chars = kept + len(gold & back), added + len(back - gold), gold_chars + len(gold)
+    assert gold_chars > 5000 and kept == gold_chars and added < 0.01 * gold_chars, (kept, added, gold_chars)
+
+
+def test_chunks_cover_every_character_of_a_long_source_and_fit_the_window(minilm):
+    sentences = [f"In {1900 + i} the council of {c} counted {i * 37} lamps along the river."
+                 for i, c in enumerate(["Lyon", "Porto", "Graz", "Turku"] * 40)]
+    record = {"id": "long", "source": " ".join(sentences), "response": "The council counted lamps.", "label": 0}
+    inputs = pair_inputs(record, minilm, window=96)
+    bounds = [tuple(x["chunk"]) for x in inputs]
+    assert len(bounds) > 10 and bounds[0][0] == 0 and bounds[-1][1] == len(record["source"])
+    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:])), "consecutive, no gap, no overlap"
+    assert all(len(x["input_ids"]) <= 96 for x in inputs)
+    assert all(record["source"][a - 1] == " " for a, _ in bounds[1:]), "cut at word starts"
+    assert len({tuple((a, b) for _, a, b in x["tokens"]) for x in inputs}) == 1, "the whole response in every chunk"
+    words = " ".join(minilm.decode(x["input_ids"]).split("[SEP]")[0].replace("[CLS]", "").strip() for x in inputs)
+    assert words.split() == minilm.decode(minilm(record["source"], add_special_tokens=False)["input_ids"]).split()
+    assert chunk_bounds([(0, 3), (4, 7)], 7, 5) == [(0, 7)]
+    assert pool_chunks([[0.9, 0.2], [0.1, 0.7]]) == [0.1, 0.2], "supported where some chunk supports it"
+
+
+def test_chinese_records_on_minilm_fail_with_the_clear_error(minilm, tmp_path):
+    zh = [{"id": f"zh-{i}", "task": "summarization", "language": "zh", "label": i % 2,
+           "source": f"林远走进第{i}间书房，拿起一本旧书。", "response": f"林远在第{i}个花园里读报纸。",
+           "spans": [{"start": 0, "end": 2}] if i % 2 else []} for i in range(6)]
+    with pytest.raises(ValueError, match=r"record 'zh-0' \(language 'zh'\): \d+% of its response tokens are unknown"):
+        pair_inputs(zh[0], minilm)
+    write_jsonl(tmp_path / "data" / "test.jsonl", zh)
+    cmd = [sys.executable, str(REPO / "train" / "sft.py"), "+exp=ragtruth_minilm_spans", "data.folds=2",
+           f"data.root={tmp_path / 'data'}", "trainer.progress=false", f"output_dir={tmp_path / 'run'}"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "sft.py: error: record 'zh-" in proc.stderr, proc.stderr[-2000:]
+    assert "(language 'zh')" in proc.stderr and "English only" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["task=longnovel_detection"], "it trains a binary head (task.kind=discriminative task.head=binary) or a span"),
+    (["task=spans", "parallel=sp2"], "it needs parallel.sp_size=1 (found 2)"),
+    (["task=spans", "task.evidence_sentences=3"], "task.kind=spans labels the response's own tokens"),
+    (["data=longnovel_embedded"], "data.source=embedded builds Chinese samples for a decoder's chat prompt"),
+])
+def test_what_an_encoder_cannot_train_fails_in_one_line(tmp_path, overrides, message):
+    write_jsonl(tmp_path / "test.jsonl", _records())
+    cmd = [sys.executable, str(REPO / "train" / "sft.py"), "+exp=ragtruth_minilm_spans", f"data.root={tmp_path}",
+           *overrides, f"output_dir={tmp_path / 'run'}"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and message in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and not (tmp_path / "run").exists()
+
+
+def _spans_of_every_row(out, records: dict) -> list[dict]:
+    rows = read_jsonl(out / "eval" / "predictions.jsonl")
+    for row in rows:
+        response = records[row["id"]]["response"]
+        assert row["token_probs"][0][0] >= 0 and row["token_probs"][-1][1] == len(response)
+        assert bool(row["spans"]) == (row["probs"][1] >= row["threshold"])
+        assert all(0 <= a < b <= len(response) for a, b in row["spans"])
+    return rows
+
+
+@pytest.mark.slow
+def test_a_decoder_span_annotator_trains_at_sp2_and_evaluates_on_the_embedded_corpus(tmp_path):
+    stages = ["curriculum.stages=[{name: s2k, bucket: S, max_seq_len: 2048, max_steps: 3}]", "eval.buckets=[S]",
+              "eval.max_per_bucket=4"]
+    _ok(torchrun(2, ["+exp=longnovel_whole_source_demo", *SMALL, *stages, "task=spans", "parallel=sp2",
+                     f"output_dir={tmp_path}"]))
+    log = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
+    assert len(log) == 3 and log[-1]["loss"] < log[0]["loss"] and all(r["target_tokens"] > 0 for r in log)
+    metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert metrics["n"] == 4 and "f1" in metrics["char"] and metrics["missing_ids"] == []
+    records = {r["id"]: r for r in read_jsonl(tmp_path / "data" / "test.jsonl")}
+    _spans_of_every_row(tmp_path, records)
+    hf = tmp_path / "checkpoints" / "0-s2k" / "hf"
+    assert type(AutoModelForTokenClassification.from_pretrained(hf)).__name__ == "Qwen3ForTokenClassification"
+
+
+@pytest.mark.slow
+def test_minilm_span_annotator_trains_evaluates_exports_and_annotates(tmp_path):
+    write_jsonl(tmp_path / "data" / "test.jsonl", _records())
+    proc = torchrun(2, ["+exp=ragtruth_minilm_spans", f"data.root={tmp_path / 'data'}", "data.folds=2",
+                        "data.fold_val_fraction=0.25", "trainer.progress=false", f"output_dir={tmp_path / 'run'}",
+                        "curriculum.stages=[{name: pairs, bucket: all, max_seq_len: 512, max_steps: 3}]",
+                        "optim.micro_batch_size=4"])
+    _ok(proc)
+    run, records = tmp_path / "run", {r["id"]: r for r in _records()}
+    pooled = json.loads((run / "eval" / "metrics.json").read_text())
+    assert pooled["n"] == 20 and pooled["missing_ids"] == [] and "char" in pooled
+    _spans_of_every_row(run / "fold_0", records)
+    hf = run / "fold_0" / "checkpoints" / "0-pairs" / "hf"
+    assert type(AutoModelForTokenClassification.from_pretrained(hf)).__name__ == "BertForTokenClassification"
+    write_jsonl(tmp_path / "in.jsonl", [{"id": r["id"], "source": r["source"], "response": r["response"]}
+                                        for r in _records()[:4]])
+    annotate = subprocess.run([sys.executable, "-m", "eval.annotate", f"model={hf}", f"input={tmp_path / 'in.jsonl'}",
+                               f"output={tmp_path / 'out.jsonl'}", "progress=false"],
+                              cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert annotate.returncode == 0, annotate.stderr[-2000:]
+    for row in read_jsonl(tmp_path / "out.jsonl"):
+        response = records[row["id"]]["response"]
+        assert row["label"] in ("hallucinated", "faithful") and 0 <= row["score"] <= 1
+        assert all(response[s["start"]:s["end"]] == s["text"] for s in row["spans"])
+        assert bool(row["spans"]) == (row["label"] == "hallucinated")
