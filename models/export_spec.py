@@ -23,7 +23,7 @@ class ExportError(ValueError):
 
 @dataclass
 class AnnotatorSpec:
-    kind: str                           # task.kind: generative | discriminative
+    kind: str                           # task.kind: generative | discriminative | spans
     head: str                           # task.head (discriminative)
     template: str                       # task.template, with its +marks cue when it has one
     evidence_sentences: int             # > 0: each response sentence against its k best source sentences
@@ -64,7 +64,8 @@ class AnnotatorSpec:
 
 def write_model_card(directory: str | Path, spec: AnnotatorSpec, held_out: str | None = None) -> None:
     """The export's README.md: what it is, what it was trained on, how it scored, how to run it."""
-    head = "" if kind_of(spec.kind).generates else f" ({spec.head} head)"
+    head = "" if kind_of(spec.kind).generates else \
+        " (a label per response token)" if spec.kind == "spans" else f" ({spec.head} head)"
     lines = [f"# Hallucination annotator: {spec.kind}{head}", "",
              f"- base model: `{spec.base_model}`; curriculum stage `{spec.stage}`",
              f"- training data: `{spec.training.get('source', '?')}`, {spec.training.get('records', '?')} records "
