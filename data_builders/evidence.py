@@ -35,14 +35,24 @@ def _gold_of(record: dict, index: int | None) -> dict:
     return {f: (record.get(f) or [])[index:index + 1] for f in fields}
 
 
+SPAN_ONLY = -1     # a unit that a gold span overlaps but that no hallucinated_sentences entry names
+
+
 def hallucinated_sentence_flags(record: dict, offsets: list[tuple[int, int]]) -> list[int | None]:
-    """For each response sentence, the index into `hallucinated_sentences` that names it, or None.
-    A record with character `spans` (the human-annotated benchmarks) flags every sentence that one
-    of its spans overlaps instead (index 0: their gold fields are not per sentence)."""
-    if record.get("spans"):
-        return [0 if any(s["start"] < b and a < s["end"] for s in record["spans"]) else None for a, b in offsets]
+    """For each response sentence, the index into `hallucinated_sentences` that names it, else
+    SPAN_ONLY where one of the record's character `spans` overlaps it, else None. The embedded corpus
+    names its hallucinated sentence (with its type, correction and reason) and marks the edit in it
+    as a span; the human-annotated benchmarks have spans only (their `hallucinated_sentences` are
+    the spans' texts), whose gold fields are not per sentence."""
     named = {sentence: i for i, sentence in enumerate(record.get("hallucinated_sentences") or [])}
-    return [named.get(record["response"][a:b]) for a, b in offsets]
+    spans = record.get("spans") or []
+    flags = []
+    for a, b in offsets:
+        index = named.get(record["response"][a:b])
+        if index is None and any(s["start"] < b and a < s["end"] for s in spans):
+            index = SPAN_ONLY
+        flags.append(index)
+    return flags
 
 
 def evidence_records(record: dict, k: int, labelled: bool = True, unit: str = "sentence") -> list[dict]:
@@ -59,7 +69,7 @@ def evidence_records(record: dict, k: int, labelled: bool = True, unit: str = "s
     out = []
     for i, ((a, b), flag) in enumerate(zip(offsets, flags)):
         sentence = record["response"][a:b]
-        gold = _gold_of(record, None if record.get("spans") else flag)
+        gold = _gold_of(record, None if flag == SPAN_ONLY else flag)
         out.append({
             "id": f"{record['id']}#s{i}", "task": record["task"], "language": language,
             "source": joiner.join(index.sents[j] for j in index.top(sentence, k)), "response": sentence,

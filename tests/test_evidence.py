@@ -103,7 +103,8 @@ def test_flagged_sentences_follow_the_threshold_and_always_hold_the_worst_of_a_f
 
 
 def test_a_hallucinated_record_whose_sentence_is_not_in_its_response_is_refused(unit_records):
-    rec = dict(next(r for r in unit_records if r["label"] == 1), hallucinated_sentences=["不在摘要里的句子。"])
+    rec = dict(next(r for r in unit_records if r["label"] == 1), hallucinated_sentences=["不在摘要里的句子。"],
+               spans=[])
     with pytest.raises(ValueError, match="no sentence of its response is named"):
         evidence_records(rec, 3)
     assert all(s["label"] == 0 for s in evidence_records(rec, 3, labelled=False))     # prediction needs no label
