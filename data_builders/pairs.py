@@ -33,8 +33,9 @@ def evidence_text(record: dict) -> str:
 def chunk_bounds(offsets: list[tuple[int, int]], length: int, budget: int) -> list[tuple[int, int]]:
     """Consecutive character ranges [a, b) of a text of `length` characters, together covering all of
     it, each holding at most `budget` of its tokens (`offsets`); a range ends before a token that
-    starts a word (whitespace before it) where one lies in the second half of the window."""
-    tokens = [(a, b) for a, b in offsets if b > a]
+    starts a word (whitespace before it) where one lies in the second half of the window. Tokens
+    with empty offsets (a byte-level BPE's space, trimmed) count: they take room in the window."""
+    tokens = list(offsets)
     if len(tokens) <= budget:
         return [(0, length)]
     bounds, i = [0], 0
@@ -105,13 +106,20 @@ def check_vocabulary(record: dict, tokenizer) -> list[int]:
     return ids
 
 
+def _units(text: str, spaced: bool) -> set[str]:
+    """Words of a spaced language; character pairs of one written without spaces (Chinese)."""
+    text = text.lower()
+    return set(text.split()) if spaced else {text[i:i + 2] for i in range(len(text) - 1)}
+
+
 def best_chunk(inputs: list[dict], record: dict) -> dict:
-    """The chunk that shares the most words with the response (a training sample takes one chunk:
-    the one most likely to hold the evidence)."""
+    """The chunk that shares the most words (character pairs, in Chinese) with the response (a
+    training sample takes one chunk: the one most likely to hold the evidence)."""
     if len(inputs) == 1:
         return inputs[0]
-    evidence, words = evidence_text(record), set(record["response"].lower().split())
-    return max(inputs, key=lambda x: len(words & set(evidence[x["chunk"][0]:x["chunk"][1]].lower().split())))
+    evidence, spaced = evidence_text(record), " " in record["response"].strip()
+    words = _units(record["response"], spaced)
+    return max(inputs, key=lambda x: len(words & _units(evidence[x["chunk"][0]:x["chunk"][1]], spaced)))
 
 
 def pool_chunks(probs: list[list[float]]) -> list[float]:

@@ -7,6 +7,7 @@ differentiable all-reduce, so every rank sees it and gradients flow back to its 
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -38,13 +39,25 @@ def _label_kwargs(labels: tuple[str, ...]) -> dict:
             "label2id": {n: i for i, n in enumerate(labels)}}
 
 
+def _attention(auto_class, path: str, requested: str) -> str:
+    """The requested attention implementation, or eager attention where the architecture has no SDPA
+    kernel (DeBERTa-v2 / v3), said once."""
+    model_class = auto_class._model_mapping[type(AutoConfig.from_pretrained(path))]
+    if requested == "sdpa" and not model_class._supports_sdpa:
+        warnings.warn(f"{model_class.__name__} has no SDPA attention: it runs eager attention "
+                      "(model.attn_implementation=eager)", stacklevel=3)
+        return "eager"
+    return requested
+
+
 def load_classifier(path: str, head: str, dtype: str = "auto", attn_implementation: str = "sdpa"):
     """A sequence classifier on the decoder or encoder at `path` (a base model or an earlier classifier)."""
     spec = head_spec(head)
     return AutoModelForSequenceClassification.from_pretrained(
         path, **_label_kwargs(spec.labels),
         problem_type="multi_label_classification" if spec.multi_label else "single_label_classification",
-        dtype=torch_dtype(dtype), attn_implementation=attn_implementation)
+        dtype=torch_dtype(dtype), attn_implementation=_attention(AutoModelForSequenceClassification, path,
+                                                                 attn_implementation))
 
 
 def load_token_classifier(path: str, head: str = "binary", dtype: str = "auto", attn_implementation: str = "sdpa"):
@@ -55,7 +68,8 @@ def load_token_classifier(path: str, head: str = "binary", dtype: str = "auto", 
     if not is_encoder(path):
         config.classifier_dropout = 0.0
     return AutoModelForTokenClassification.from_pretrained(
-        path, config=config, dtype=torch_dtype(dtype), attn_implementation=attn_implementation)
+        path, config=config, dtype=torch_dtype(dtype),
+        attn_implementation=_attention(AutoModelForTokenClassification, path, attn_implementation))
 
 
 def last_token_state(hidden: torch.Tensor, last_local: torch.Tensor, group=None) -> torch.Tensor:
