@@ -161,6 +161,7 @@ class TrainerConfig:
     max_steps: int | None = None       # cap on the optimizer steps of every stage (smoke runs)
     stop_at_step: int | None = None    # stop after this global step, as a preempted job would
     save_every: int = 0                   # mid-stage checkpoint every N steps (0: stage ends only)
+    keep_checkpoints: int | None = 2      # the run's newest N mid-stage checkpoints are kept (null: all)
     progress: bool = True
     verbose: bool = False                 # show library chatter: DeepSpeed's compiler probes, per-file progress bars
     loss_chunk_tokens: int = 1024         # labelled positions per chunk of LM-head logits (generative loss)

@@ -1,7 +1,8 @@
 """Checkpoints and `resume=auto`.
 
 Layout under <output_dir>/checkpoints/<index>-<stage>/:
-  step-000040/   DeepSpeed state (tag 'state') + trainer_state.json, mid-stage
+  step-000040/   DeepSpeed state (tag 'state') + trainer_state.json, mid-stage; the run keeps
+                 its newest `trainer.keep_checkpoints` of them (train/disk.py)
   hf/            consolidated Hugging Face export when the stage is done
   done.json      written last: the stage is complete and hf/ is whole
 Every directory is written under a temporary name and renamed, so an
@@ -15,7 +16,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from train.distributed import barrier
+from train.disk import STEP_GLOB, check_free_space, prune_checkpoints
+from train.distributed import barrier, on_main_rank
 
 
 def stage_dir(run_dir: Path, index: int, name: str) -> Path:
@@ -31,10 +33,13 @@ class ResumePoint:
 
 
 def save_state(engine, run_dir: Path, stage_index: int, stage_name: str, step: int,
-               global_step: int, is_main: bool) -> Path:
-    """Mid-stage checkpoint: every rank writes its shard, rank 0 renames when all are done."""
+               global_step: int, is_main: bool, keep: int | None = None, estimate: float = 0.0) -> Path:
+    """Mid-stage checkpoint: rank 0 checks the free space (the newest checkpoint's size, else
+    `estimate`), every rank writes its shard, rank 0 renames when all are done and then deletes all
+    but the newest `keep` checkpoints of the run."""
     final = stage_dir(run_dir, stage_index, stage_name) / f"step-{step:06d}"
     tmp = final.with_name(final.name + ".tmp")
+    on_main_rank(lambda: check_free_space(run_dir, estimate, stage_name, step), is_main)
     if is_main:
         shutil.rmtree(tmp, ignore_errors=True)
     barrier()
@@ -46,6 +51,7 @@ def save_state(engine, run_dir: Path, stage_index: int, stage_name: str, step: i
         if final.exists():
             shutil.rmtree(final)
         os.rename(tmp, final)
+        prune_checkpoints(run_dir, keep)
     barrier()
     return final
 
@@ -69,7 +75,7 @@ def find_resume_point(run_dir: Path, stage_names: list[str]) -> ResumePoint:
     nxt = done + 1
     if nxt == len(stage_names):
         return ResumePoint(nxt, 0, global_step, None)
-    steps = sorted(stage_dir(run_dir, nxt, stage_names[nxt]).glob("step-[0-9]*[0-9]"))
+    steps = sorted(stage_dir(run_dir, nxt, stage_names[nxt]).glob(STEP_GLOB))
     steps = [p for p in steps if (p / "trainer_state.json").exists()]
     if not steps:
         return ResumePoint(nxt, 0, global_step, None)

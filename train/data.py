@@ -38,6 +38,10 @@ def check_run_config(cfg: DictConfig, world: int) -> None:
     check_task_config(cfg.task)
     check_backbone_config(cfg)
     check_parallel_config(cfg, world)
+    keep = cfg.trainer.keep_checkpoints
+    if keep is not None and keep < 1:
+        raise DataError(f"trainer.keep_checkpoints: expected null (keep all) or at least 1 (a run always keeps "
+                        f"its newest mid-stage checkpoint), found {keep}")
     if cfg.data.folds and not cfg.eval.enabled:
         raise DataError(f"data.folds={cfg.data.folds} scores every record in its fold's test part: it needs "
                         "eval.enabled=true")

@@ -41,6 +41,8 @@ class StageContext:
     task: object = None                  # cfg.task: generative or discriminative
     zero_stage: int = 3
     packed: bool = False                 # rows of packed samples: the ring backend keeps documents apart
+    keep_checkpoints: int | None = None  # mid-stage checkpoints the run keeps (None: all)
+    checkpoint_bytes: float = 0.0        # the planned size of one, until one is measured on disk
 
     @classmethod
     def of_stage(cls, cfg, index: int, stage, run_dir: Path, info: DistInfo, pad_id: int,
@@ -49,7 +51,7 @@ class StageContext:
         t = cfg.trainer
         return cls(index, stage.name, stage.max_seq_len, run_dir, info, log, tracker, pad_id, t.save_every,
                    t.stop_at_step, t.progress, cfg.parallel.sp_mode, cfg.task, cfg.deepspeed.zero_stage,
-                   cfg.data.packing)
+                   cfg.data.packing, t.keep_checkpoints)
 
 
 def _micro_batch(samples: list[dict], ctx: StageContext) -> tuple[dict, dict, int, int]:
@@ -124,7 +126,8 @@ def run_stage(engine, samples: list[dict], plan: StagePlan, ctx: StageContext,
             last = step + 1 == plan.total_steps
             stop = stop_after(ctx.run_dir, ctx.stop_at_step, global_step)
             if not last and (stop or (ctx.save_every and (step + 1) % ctx.save_every == 0)):
-                save_state(engine, ctx.run_dir, ctx.index, ctx.name, step + 1, global_step, ctx.info.is_main)
+                save_state(engine, ctx.run_dir, ctx.index, ctx.name, step + 1, global_step, ctx.info.is_main,
+                           ctx.keep_checkpoints, ctx.checkpoint_bytes)
             if stop and not last:
                 if stop.preempted:
                     mark_preempted(ctx.run_dir, ctx.name, global_step, ctx.info.is_main)

@@ -17,7 +17,8 @@ allocated. Per rank and stage it adds up:
   log-softmax and gradient;
 - a fixed reserve for the CUDA context, NCCL and allocator fragmentation;
 
-and the host memory that offload needs per node. The trainer runs the same plan at start on
+and the host memory that offload needs per node; then the disk: one checkpoint, one stage export,
+and the run's peak under `trainer.keep_checkpoints` (train/disk.py). The trainer runs the same plan at start on
 GPUs: it warns when a stage is predicted not to fit, and stops with this table when a stage is
 over by more than `plan.max_over`.
 """
@@ -33,6 +34,7 @@ import configs.schema  # noqa: F401  (registers the structured schemas)
 from data_builders.choices import Gpu
 from data_builders.user_errors import reports_user_errors
 from models.kinds import kind_of
+from train.disk import checkpoint_bytes, export_bytes, peak_disk_bytes
 from train.parallel_dims import job_world_size, procs_per_node, stage_sp_size
 
 GB = 1e9
@@ -237,10 +239,33 @@ def check_before_training(cfg: DictConfig, world: int, gpu_total_bytes: float) -
     return text if worst > 1 else None
 
 
+def disk_plan(cfg: DictConfig, m: ModelShape) -> str:
+    """Per stage the size of one mid-stage checkpoint and of the stage export, and the run's peak disk
+    under trainer.keep_checkpoints (an upper bound under LoRA, whose checkpoints hold only the adapters'
+    optimizer state)."""
+    t = cfg.trainer
+    ckpt = checkpoint_bytes(m.params, m.params, cfg.deepspeed.zero_stage, m.dtype_bytes)
+    export = export_bytes(m.params, m.dtype_bytes)
+    lines = ["| stage | checkpoint (GB) | stage export (GB) |", "|---|---|---|"]
+    lines += [f"| {s.name} | {ckpt / GB:.1f} | {export / GB:.1f} |" for s in cfg.curriculum.stages]
+    n = len(cfg.curriculum.stages)
+    peak = peak_disk_bytes(n, ckpt, export, t.keep_checkpoints, bool(t.save_every))
+    if not t.save_every:
+        why = f"{n} stage exports; no mid-stage checkpoints (trainer.save_every=0)"
+    elif t.keep_checkpoints is None:
+        why = "trainer.keep_checkpoints=null keeps every mid-stage checkpoint: unbounded"
+    else:
+        why = (f"{n} stage exports + {t.keep_checkpoints + 1} checkpoints: trainer.keep_checkpoints="
+               f"{t.keep_checkpoints} kept while the next one is written, every {t.save_every} steps")
+    lines.append(f"peak disk of the run: {peak / GB:.0f} GB ({why})")
+    return "\n".join(lines)
+
+
 @hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
 @reports_user_errors("train/plan.py")
 def main(cfg: DictConfig) -> None:
     print(make_plan(cfg, planned_world_size(cfg))[1])
+    print("\n" + disk_plan(cfg, run_model_shape(cfg)))
 
 
 def planned_world_size(cfg: DictConfig) -> int:

@@ -19,6 +19,7 @@ from models.export_spec import AnnotatorSpec
 from models.kinds import kind_of
 from train.checkpoint import ResumePoint, find_resume_point, mark_stage_done, stage_dir, stage_weights
 from train.data import plan_stage, prepare_records, stage_grad_accum, stage_samples
+from train.disk import module_checkpoint_bytes
 from train.distributed import DistInfo, barrier, on_main_rank
 from train.engine import build_engine, export_hf, release_engine
 from train.final_eval import evaluate_export
@@ -147,6 +148,7 @@ def _run_one_stage(run: Run, index: int, stage: DictConfig, start_step: int, glo
     if state_dir is not None:
         engine.load_checkpoint(str(state_dir), tag="state")
     ctx = StageContext.of_stage(cfg, index, stage, run_dir, info, run.tokenizer.pad_token_id, run.log, run.tracker)
+    ctx.checkpoint_bytes = module_checkpoint_bytes(engine.module, cfg.deepspeed.zero_stage)
     global_step, stopped = run_stage(engine, samples, plan, ctx, start_step, global_step)
     if not stopped:
         export_hf(engine, cfg, start_weights, run.tokenizer, stage_dir(run_dir, index, stage.name) / "hf",
