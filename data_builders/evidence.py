@@ -19,6 +19,8 @@ from data_builders.anah import SourceIndex
 from data_builders.marks import mark_unsupported
 from data_builders.sentences import unit_spans
 
+EVIDENCE_VERSION = 1     # bump when what `evidence_records` returns changes (cached pools: train/data.py)
+
 
 def sentence_check_messages(record: dict) -> list[dict]:
     """The `sentence_check` prompt: evidence, then the marked sentence."""

@@ -5,7 +5,9 @@ minutes at every launch. The encoded samples of a set of records are written onc
 dataset under `<HALLU_CACHE>/samples/`, named by a fingerprint of everything that decides them: the
 records' content, the tokenizer (its vocabulary, merges and chat template) and the encoder's
 settings (task kind, template, head, ...). A later launch with the same fingerprint memory-maps
-the file instead of tokenising again; any change gives a new fingerprint.
+the file instead of tokenising again; any change gives a new fingerprint. Other derived data that
+every launch would rebuild from the same records (the evidence pool of a sentence-level task) is
+cached the same way as one JSON file (`cached_json`).
 """
 from __future__ import annotations
 
@@ -61,3 +63,26 @@ def _build(path: Path, records: list[dict], encode, tokenizer, num_proc: int) ->
         except OSError:             # another rank stored the same samples first
             if not path.exists():
                 raise
+
+
+def records_fingerprint(records: list[dict], settings: str) -> str:
+    digest = hashlib.sha1(settings.encode())
+    for rec in records:
+        digest.update(json.dumps(rec, ensure_ascii=False, sort_keys=True).encode())
+    return digest.hexdigest()[:20]
+
+
+def cached_json(kind: str, records: list[dict], settings: str, build: Callable[[], object],
+                root: Path | None = None):
+    """`build()` (JSON-serialisable) for these records and settings: read from
+    `<HALLU_CACHE>/<kind>/<fingerprint>.json` when there, else built and stored (atomically)."""
+    path = (root or cache_root()) / kind / f"{records_fingerprint(records, settings)}.json"
+    if path.exists():
+        return json.loads(path.read_text(encoding="utf-8"))
+    out = build()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False,
+                                     encoding="utf-8") as f:
+        json.dump(out, f, ensure_ascii=False)
+    os.replace(f.name, path)
+    return out

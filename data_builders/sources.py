@@ -33,7 +33,10 @@ def in_bucket(records: list[dict], bucket: str) -> list[dict]:
 
 
 def needed_buckets(cfg: DictConfig) -> list[str]:
-    names = [s.bucket for s in cfg.curriculum.stages] + (list(cfg.eval.buckets) if cfg.eval.enabled else [])
+    """The length buckets a run builds: its stages' and its evaluation's. A stage over "all" takes the
+    evaluation's buckets even with eval.enabled=false (they say what the corpus is built in)."""
+    stages = [s.bucket for s in cfg.curriculum.stages]
+    names = stages + (list(cfg.eval.buckets) if cfg.eval.enabled or ALL in stages else [])
     names = [part for n in names if n != ALL for part in n.split(UNION)]
     return sorted(set(names), key=names.index)
 

@@ -1,4 +1,6 @@
 """Sentence-level evidence records (task.evidence_sentences) and the sentence_check prompt."""
+import json
+
 import pytest
 from omegaconf import OmegaConf
 
@@ -113,6 +115,24 @@ def test_a_hallucinated_record_whose_sentence_is_not_in_its_response_is_refused(
         len(evidence_records(r, 3)) for r in good)
     with pytest.raises(DataError, match="1 of 2 records"):
         sentence_pool([good[0], rec], 3, "s", max_skip_fraction=0.1)
+
+
+def test_the_evidence_pool_is_built_once_and_read_by_later_launches(unit_records, tmp_path, monkeypatch):
+    """Every rank of every launch needs the pool (BM25 over every record: 31 s for the discriminative
+    demo's 1,228 records); the first builds it into the cache, the others read it, skips counted alike."""
+    monkeypatch.setenv("HALLU_CACHE", str(tmp_path))
+    broken = dict(next(r for r in unit_records if r["label"] == 1), hallucinated_sentences=["不在摘要里的句子。"],
+                  spans=[])
+    records = [r for r in unit_records if r["id"] != broken["id"]] + [broken]
+    first = sentence_pool(records, 3, "s", max_skip_fraction=0.5)
+    [stored] = (tmp_path / "evidence_pools").glob("*.json")
+    assert json.loads(stored.read_text())["skipped"] == 1
+    stored.write_text(json.dumps({**json.loads(stored.read_text()), "pool": first[:2]}))
+    assert sentence_pool(records, 3, "s", max_skip_fraction=0.5) == first[:2]    # read, not rebuilt
+    assert len(sentence_pool(records, 2, "s", max_skip_fraction=0.5)) == len(first)  # other settings: rebuilt
+    for _ in range(2):                                # built, then read: the skip counts alike
+        with pytest.raises(DataError, match="1 of 2 records"):
+            sentence_pool(records[-2:], 3, "s", max_skip_fraction=0.1)
 
 
 def test_a_record_scores_its_most_suspicious_sentence():

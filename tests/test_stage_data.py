@@ -82,6 +82,10 @@ def test_a_stage_takes_one_bucket_several_or_all():
     cfg = OmegaConf.create({"curriculum": {"stages": [{"bucket": "S"}, {"bucket": "S+M"}, {"bucket": "all"}]},
                             "eval": {"enabled": True, "buckets": ["L"]}})
     assert needed_buckets(cfg) == ["S", "M", "L"]
+    cfg.eval.enabled = False                  # "all" still builds the buckets the evaluation names
+    assert needed_buckets(cfg) == ["S", "M", "L"]
+    cfg.curriculum.stages = [{"bucket": "S"}]
+    assert needed_buckets(cfg) == ["S"]
 
 
 def test_plan_steps_epochs_and_caps():

@@ -10,8 +10,9 @@ from omegaconf import DictConfig
 
 from configs.schema import stage_sp_size
 from data_builders.collate import pack_samples
+from data_builders.evidence import EVIDENCE_VERSION
 from data_builders.pairs import check_vocabulary, uses_pairs
-from data_builders.sample_cache import encoded_samples
+from data_builders.sample_cache import cached_json, encoded_samples
 from data_builders.schema import write_jsonl
 from data_builders.sources import (
     SOURCES,
@@ -162,10 +163,7 @@ def check_task_config(task: DictConfig) -> None:
                         f"discriminative annotator needs task.head=binary, found {task.head!r}")
 
 
-def sentence_pool(records: list[dict], k: int, stage: str, max_skip_fraction: float,
-                  unit: str = "sentence") -> list[dict]:
-    """The evidence records of `records` (one per response sentence); records whose hallucinated
-    sentence cannot be found in their response are skipped and counted."""
+def _evidence_pool(records: list[dict], k: int, unit: str) -> dict:
     from data_builders.evidence import evidence_records
 
     pool, skipped, first = [], 0, None
@@ -173,7 +171,19 @@ def sentence_pool(records: list[dict], k: int, stage: str, max_skip_fraction: fl
         try:
             pool += evidence_records(rec, k, unit=unit)
         except ValueError as err:
-            skipped, first = skipped + 1, first or err
+            skipped, first = skipped + 1, first or str(err)
+    return {"pool": pool, "skipped": skipped, "first": first}
+
+
+def sentence_pool(records: list[dict], k: int, stage: str, max_skip_fraction: float,
+                  unit: str = "sentence") -> list[dict]:
+    """The evidence records of `records` (one per response sentence); records whose hallucinated
+    sentence cannot be found in their response are skipped and counted. BM25 over every record takes
+    a while: the pool is cached (`data_builders.sample_cache.cached_json`), built by the first rank
+    that needs it and read by the others and by later launches."""
+    built = cached_json("evidence_pools", records, f"{EVIDENCE_VERSION}|{k}|{unit}",
+                        lambda: _evidence_pool(records, k, unit))
+    pool, skipped, first = built["pool"], built["skipped"], built["first"]
     if skipped:
         print(f"curriculum stage {stage!r}: {skipped} of {len(records)} records skipped ({first})", flush=True)
         if skipped / len(records) > max_skip_fraction:
