@@ -162,6 +162,7 @@ class TrainerConfig:
     stop_at_step: int | None = None    # stop after this global step, as a preempted job would
     save_every: int = 0                   # mid-stage checkpoint every N steps (0: stage ends only)
     keep_checkpoints: int | None = 2      # the run's newest N mid-stage checkpoints are kept (null: all)
+    collective_timeout_s: int = 1800      # a collective that waits longer than this on a rank that hangs fails
     progress: bool = True
     verbose: bool = False                 # show library chatter: DeepSpeed's compiler probes, per-file progress bars
     loss_chunk_tokens: int = 1024         # labelled positions per chunk of LM-head logits (generative loss)
@@ -258,6 +259,7 @@ class SlurmConfig:
     qos: str | None = None
     signal_seconds: int = 300             # warn this long before the limit: checkpoint and requeue
     rdzv_port: int = 29500                # c10d rendezvous port on the first node
+    max_restarts: int = 1                 # torchrun restarts every rank this often when one dies (resume=auto)
     setup: list[str] = field(default_factory=list)        # shell lines first (module load, conda activate)
     checkpoints: list[str] = field(default_factory=list)  # eval: one array task per checkpoint x bucket
     dry_run: bool = False                 # print the script instead of submitting it

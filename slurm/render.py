@@ -101,7 +101,7 @@ def train_script(cfg: DictConfig, overrides: list[str], repo: Path, log_dir: Pat
     return _fill(_template("train"), {
         **_common(cfg, repo), "SBATCH": "\n".join(sbatch_lines(cfg, cfg.exp_name, log_dir, mem=train_memory(cfg))),
         "RUN_DIR": shlex.quote(str(run_dir)), "PORT": str(s.rdzv_port), "PROCS": str(procs_per_node(s)),
-        "OVERRIDES": " ".join(shlex.quote(a) for a in args)})
+        "RESTARTS": str(s.max_restarts), "OVERRIDES": " ".join(shlex.quote(a) for a in args)})
 
 
 def checkpoint_name(path: str) -> str:

@@ -1,11 +1,19 @@
 """Cluster-ready runs on the tiny model: bounded checkpoint disk (retention, the plan's sizes, the
-free-space check), and restarts that lose nothing."""
+free-space check), restarts that lose nothing, and two nodes on one machine."""
 import json
+import os
+import re
+import signal
 import subprocess
+import sys
+import time
 
 import pytest
+from hydra import compose, initialize_config_dir
 
-from tests.conftest import torchrun
+import configs.schema  # noqa: F401
+from slurm.render import train_script
+from tests.conftest import REPO, free_port, torchrun
 from tests.test_trainer_e2e import TINY, _ok
 from train.disk import DiskSpaceError, check_free_space, checkpoint_bytes, dir_bytes, prune_checkpoints
 from train.run_dir import read_train_log
@@ -82,3 +90,69 @@ def test_a_full_disk_stops_the_run_before_a_save_and_keeps_the_last_checkpoint(t
         assert [r["step"] for r in read_train_log(mount / "run")] == [1, 2]
     finally:
         subprocess.run(["umount", str(mount)])
+
+
+def _kill_one_rank_when(log_path, rows: int, launcher: subprocess.Popen) -> int:
+    """SIGKILL the worker of local rank 1 once the run's log holds `rows` steps; its pid."""
+    import psutil
+
+    while launcher.poll() is None:
+        if log_path.exists() and len(log_path.read_text().splitlines()) >= rows:
+            for child in psutil.Process(launcher.pid).children(recursive=True):
+                if child.environ().get("LOCAL_RANK") == "1" and "train/sft.py" in " ".join(child.cmdline()):
+                    os.kill(child.pid, signal.SIGKILL)
+                    return child.pid
+        time.sleep(0.05)
+    raise AssertionError("the run ended before a rank could be killed")
+
+
+def test_a_rank_killed_mid_stage_restarts_the_job_with_the_uninterrupted_losses(kept_run, tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--max-restarts=1",
+           "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{free_port()}", str(REPO / "train" / "sft.py"),
+           *TWO_STAGES, f"output_dir={out}", "resume=auto", "trainer.collective_timeout_s=120"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_SILENT": "true"}
+    with open(tmp_path / "stdout", "w") as stdout, open(tmp_path / "stderr", "w") as stderr:
+        launcher = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=stdout, stderr=stderr)
+        _kill_one_rank_when(out / "train_log.jsonl", 2, launcher)
+        assert launcher.wait(timeout=600) == 0, (tmp_path / "stderr").read_text()[-3000:]
+    said = (tmp_path / "stdout").read_text()
+    assert "resuming at stage" in said, said[-2000:]                  # the restarted ranks resumed
+    assert "Sending process" in (tmp_path / "stderr").read_text()    # torchrun stopped the survivor
+    resumed, reference = read_train_log(out), read_train_log(kept_run)
+    assert [r["step"] for r in resumed] == [1, 2, 3, 4, 5, 6]
+    for a, b in zip(resumed, reference):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-6), (a, b)
+
+
+def _rendered_launch(tmp_path, overrides: list[str], port: int) -> str:
+    """The torchrun command line of the SLURM training script rendered for these overrides (its srun
+    task, one per node), with the script's variables left for the shell."""
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
+        cfg = compose("sft", overrides=[*overrides, f"slurm.rdzv_port={port}"])
+    script = train_script(cfg, overrides, REPO, tmp_path / "logs")
+    srun = re.search(r"^srun (.*?) &$", script, re.S | re.M).group(1).replace("\\\n", " ")
+    return re.sub(r"^(--\S+\s+)+", "", srun)                 # what srun runs, without srun's own flags
+
+
+def test_two_nodes_on_one_machine_train_across_the_node_boundary_as_one_node_does(tmp_path):
+    """Two torchrun "nodes" of one process each, launched by the command line the SLURM script renders
+    (c10d rendezvous on the first), train with sp 2 across the node boundary: the losses of one node
+    of two processes."""
+    stage = ["curriculum.stages=[{name: s2k, bucket: S, max_seq_len: 2048, max_steps: 3}]"]
+    run = [*TINY, *stage, "eval.enabled=false", "parallel=sp2"]
+    single = _ok(torchrun(2, [*run, f"output_dir={tmp_path / 'one'}"]))
+    overrides = [*run, "slurm.nodes=2", "slurm.gpus_per_node=0", f"output_dir={tmp_path / 'two'}"]
+    line = _rendered_launch(tmp_path, overrides, free_port())
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_SILENT": "true", "SLURM_NNODES": "2",
+           "HEAD_NODE": "127.0.0.1", "SLURM_JOB_ID": "4242"}
+    nodes = [subprocess.Popen(["bash", "-c", line], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [node.communicate(timeout=600) for node in nodes]
+    assert all(node.returncode == 0 for node in nodes), outputs[0][1][-3000:] + outputs[1][1][-3000:]
+    said = "".join(out for out, _ in outputs)
+    assert "sequence-parallel 2 x data-parallel 1" in said and "sequence-parallel 2" in single.stdout
+    two, one = read_train_log(tmp_path / "two"), read_train_log(tmp_path / "one")
+    assert len(two) == len(one) == 3
+    for a, b in zip(two, one):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-6) and a["tokens"] == b["tokens"], (a, b)

@@ -28,7 +28,8 @@ def test_train_script_multi_node(tmp_path, qwen3_8b):
     script = train_script(_cfg(ov), ov, REPO, tmp_path / "logs")
     for line in ("#SBATCH --nodes=2", "#SBATCH --gpus-per-node=8", "#SBATCH --partition=gpu",
                  "#SBATCH --account=lab", "#SBATCH --signal=B:USR1@300", "#SBATCH --requeue",
-                 '--nnodes "$SLURM_NNODES" --nproc_per_node 8', '--rdzv_endpoint "$HEAD_NODE:29500"'):
+                 '--nnodes "$SLURM_NNODES" --nproc_per_node 8 --max-restarts 1',
+                 '--rdzv_endpoint "$HEAD_NODE:29500"'):
         assert line in script, line
     job = script.split("train/sft.py", 1)[1].split("&", 1)[0]
     assert "slurm." not in job and f"output_dir={tmp_path}" in job and "resume=auto" in job and "parallel=sp4" in job

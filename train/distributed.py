@@ -6,6 +6,7 @@ without CUDA, DeepSpeed runs on its CPU accelerator with the gloo backend.
 from __future__ import annotations
 
 import gc
+import importlib
 import os
 import sys
 import warnings
@@ -89,12 +90,40 @@ def init_distributed(sp_sizes: int | list[int] = 1, timeout_s: int = 1800, verbo
     with held_stdout(verbose):
         import deepspeed
 
-        deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo",
-                                   timeout=timedelta(seconds=timeout_s))
+        deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo", timeout=timedelta(seconds=timeout_s),
+                                   init_method=_init_method())
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     rank, world = dist.get_rank(), dist.get_world_size()
     groups = {k: _sp_group(ParallelDims(world, k), rank) for k in sorted(set(sp_sizes)) if k > 1}
     return DistInfo(rank, world, local_rank, device, sp_groups=groups).with_sp(sp_sizes[0])
+
+
+ATTEMPT_SCHEME = "torchrun-attempt"
+
+
+def _init_method() -> str | None:
+    """Under torchrun, env:// with the attempt's own key prefix; None (env://) elsewhere.
+
+    A job that torchrun restarts (`--max-restarts`, after a rank died) meets its ranks again in the
+    store of the failed attempt, which still holds the dead ranks' keys: their gloo / NCCL addresses.
+    A new rank that reads one before its peer has written the new one connects to a dead address and
+    fails. A prefix per attempt (`TORCHELASTIC_RESTART_COUNT`) keeps the attempts apart."""
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    if attempt is None:
+        return None
+    handlers = importlib.import_module("torch.distributed.rendezvous")     # the module, not dist.rendezvous
+    if ATTEMPT_SCHEME not in handlers._rendezvous_handlers:
+        handlers.register_rendezvous_handler(ATTEMPT_SCHEME, _attempt_rendezvous)
+    return f"{ATTEMPT_SCHEME}://?attempt={attempt}"
+
+
+def _attempt_rendezvous(url: str, timeout: timedelta, **kwargs):
+    from urllib.parse import parse_qs, urlparse
+
+    attempt = parse_qs(urlparse(url).query)["attempt"][0]
+    store, rank, world = next(dist.rendezvous("env://", timeout=timeout))
+    yield dist.PrefixStore(f"attempt_{attempt}", store), rank, world
+    raise RuntimeError(f"{ATTEMPT_SCHEME}:// cannot re-rendezvous: torchrun restarts the processes instead")
 
 
 def join_gloo_group(rank: int, world: int, port: int) -> None:

@@ -26,7 +26,8 @@ def main(cfg: DictConfig) -> None:
     quiet_libraries(cfg.trainer.verbose)
     try:
         run = train_folds if cfg.data.folds else train
-        run(cfg, init_distributed(sp_sizes(cfg), verbose=cfg.trainer.verbose))   # no reference outlives run()
+        run(cfg, init_distributed(sp_sizes(cfg), cfg.trainer.collective_timeout_s,   # no reference outlives run()
+                                  verbose=cfg.trainer.verbose))
     finally:
         teardown()
 
