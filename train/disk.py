@@ -64,9 +64,9 @@ def dir_bytes(path: Path) -> int:
 
 def check_free_space(run_dir: Path, estimate: float, stage: str, step: int) -> None:
     """Raise DiskSpaceError when `run_dir`'s filesystem cannot hold the next checkpoint (the newest one's
-    measured size, else `estimate`)."""
+    measured DeepSpeed state, else `estimate`)."""
     existing = mid_stage_checkpoints(run_dir)
-    needed = (dir_bytes(existing[-1]) if existing else estimate) * FREE_SPACE_MARGIN
+    needed = (dir_bytes(existing[-1] / "state") if existing else estimate) * FREE_SPACE_MARGIN
     free = shutil.disk_usage(run_dir).free
     if free < needed:
         last = existing[-1] if existing else "none yet (the run restarts from its last stage export)"

@@ -221,6 +221,10 @@ def on_main_rank(fn: Callable[[], T], is_main: bool) -> T | None:
     return out
 
 
+def world_size() -> int:
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
 def all_gather_objects(obj) -> list:
     if not dist.is_initialized() or dist.get_world_size() == 1:
         return [obj]

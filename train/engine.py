@@ -17,7 +17,7 @@ from models.lora import merged_copy
 from train.parallel_dims import stage_sp_size
 
 
-def ds_config(cfg: DictConfig, world_size: int, grad_accum: int | None = None) -> dict:
+def ds_config(cfg: DictConfig, world_size: int, grad_accum: int | None = None, load_universal: bool = False) -> dict:
     ds, opt = cfg.deepspeed, cfg.optim
     grad_accum = opt.grad_accum if grad_accum is None else grad_accum
     if ds.zero_stage not in (0, 2, 3):
@@ -43,6 +43,8 @@ def ds_config(cfg: DictConfig, world_size: int, grad_accum: int | None = None) -
         "steps_per_print": 1_000_000_000,
         "wall_clock_breakdown": False,
     }
+    if load_universal:        # a checkpoint saved on another number of ranks (train/checkpoint.py)
+        config["checkpoint"] = {"load_universal": True}
     if ds.offload_optimizer:  # DeepSpeed's CPU Adam; built by DeepSpeed from this block
         config["optimizer"] = {"type": "AdamW", "params": _adam_params(opt, opt.lr)}
     return config
@@ -82,13 +84,13 @@ def load_model(cfg: DictConfig, path: str, attn_implementation: str, lora: bool 
 
 
 def build_engine(cfg: DictConfig, weights_dir: str, world_size: int, lr: float, total_steps: int,
-                 sp_size: int | None = None, grad_accum: int | None = None):
+                 sp_size: int | None = None, grad_accum: int | None = None, load_universal: bool = False):
     """A fresh DeepSpeed engine (new optimizer and scheduler) on the weights in `weights_dir`."""
     import deepspeed
     from transformers.integrations import HfDeepSpeedConfig
     from transformers.integrations.deepspeed import unset_hf_deepspeed_config
 
-    config = ds_config(cfg, world_size, grad_accum)
+    config = ds_config(cfg, world_size, grad_accum, load_universal)
     if "optimizer" in config:
         config["optimizer"]["params"]["lr"] = lr
     keep_alive = HfDeepSpeedConfig(config) if cfg.deepspeed.zero_stage == 3 else None

@@ -43,6 +43,7 @@ class StageContext:
     packed: bool = False                 # rows of packed samples: the ring backend keeps documents apart
     keep_checkpoints: int | None = None  # mid-stage checkpoints the run keeps (None: all)
     checkpoint_bytes: float = 0.0        # the planned size of one, until one is measured on disk
+    global_batch: int | None = None      # samples per optimizer step (recorded in each checkpoint)
 
     @classmethod
     def of_stage(cls, cfg, index: int, stage, run_dir: Path, info: DistInfo, pad_id: int,
@@ -127,7 +128,7 @@ def run_stage(engine, samples: list[dict], plan: StagePlan, ctx: StageContext,
             stop = stop_after(ctx.run_dir, ctx.stop_at_step, global_step)
             if not last and (stop or (ctx.save_every and (step + 1) % ctx.save_every == 0)):
                 save_state(engine, ctx.run_dir, ctx.index, ctx.name, step + 1, global_step, ctx.info.is_main,
-                           ctx.keep_checkpoints, ctx.checkpoint_bytes)
+                           ctx.keep_checkpoints, ctx.checkpoint_bytes, ctx.global_batch)
             if stop and not last:
                 if stop.preempted:
                     mark_preempted(ctx.run_dir, ctx.name, global_step, ctx.info.is_main)

@@ -17,7 +17,16 @@ from eval.tracking import Tracker
 from models.builders import load_tokenizer, resolve_model_path
 from models.export_spec import AnnotatorSpec
 from models.kinds import kind_of
-from train.checkpoint import ResumePoint, find_resume_point, mark_stage_done, stage_dir, stage_weights
+from train.checkpoint import (
+    UNIVERSAL,
+    ResumePoint,
+    check_global_batch,
+    checkpoint_tag,
+    find_resume_point,
+    mark_stage_done,
+    stage_dir,
+    stage_weights,
+)
 from train.data import plan_stage, prepare_records, stage_grad_accum, stage_samples
 from train.disk import module_checkpoint_bytes
 from train.distributed import DistInfo, barrier, on_main_rank
@@ -144,11 +153,15 @@ def _run_one_stage(run: Run, index: int, stage: DictConfig, start_step: int, glo
               f"{plan.per_step}", flush=True)
     lr = stage.lr if stage.lr is not None else cfg.optim.lr
     start_weights = stage_weights(run_dir, index, names, run.base)
-    engine = build_engine(cfg, start_weights, info.world_size, lr, plan.total_steps, info.sp_size, grad_accum)
+    tag = checkpoint_tag(state_dir, info.world_size, cfg.deepspeed.zero_stage, info.is_main) if state_dir else None
+    engine = build_engine(cfg, start_weights, info.world_size, lr, plan.total_steps, info.sp_size, grad_accum,
+                          load_universal=tag == UNIVERSAL)
     if state_dir is not None:
-        engine.load_checkpoint(str(state_dir), tag="state")
+        check_global_batch(state_dir, plan.per_step, info.is_main)
+        engine.load_checkpoint(str(state_dir), tag=tag)
     ctx = StageContext.of_stage(cfg, index, stage, run_dir, info, run.tokenizer.pad_token_id, run.log, run.tracker)
     ctx.checkpoint_bytes = module_checkpoint_bytes(engine.module, cfg.deepspeed.zero_stage)
+    ctx.global_batch = plan.per_step
     global_step, stopped = run_stage(engine, samples, plan, ctx, start_step, global_step)
     if not stopped:
         export_hf(engine, cfg, start_weights, run.tokenizer, stage_dir(run_dir, index, stage.name) / "hf",
