@@ -59,11 +59,13 @@ def kept_run(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_a_run_keeps_its_newest_checkpoints_and_every_stage_export(kept_run):
     assert _step_dirs(kept_run) == ["1-s4k/step-000001", "1-s4k/step-000002"]
     assert all((kept_run / "checkpoints" / s / "hf" / "model.safetensors").exists() for s in ("0-s2k", "1-s4k"))
 
 
+@pytest.mark.slow
 def test_the_plan_predicts_the_size_of_a_zero3_checkpoint(kept_run):
     from transformers import AutoModelForCausalLM
 
@@ -74,6 +76,7 @@ def test_the_plan_predicts_the_size_of_a_zero3_checkpoint(kept_run):
     assert abs(measured / planned - 1) < 0.05, (measured, planned)
 
 
+@pytest.mark.slow
 def test_a_full_disk_stops_the_run_before_a_save_and_keeps_the_last_checkpoint(tmp_path):
     mount = tmp_path / "small"
     mount.mkdir()
@@ -106,6 +109,7 @@ def _kill_one_rank_when(log_path, rows: int, launcher: subprocess.Popen) -> int:
     raise AssertionError("the run ended before a rank could be killed")
 
 
+@pytest.mark.slow
 def test_a_rank_killed_mid_stage_restarts_the_job_with_the_uninterrupted_losses(kept_run, tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--max-restarts=1",
@@ -135,6 +139,7 @@ def _rendered_launch(tmp_path, overrides: list[str], port: int) -> str:
     return re.sub(r"^(--\S+\s+)+", "", srun)                 # what srun runs, without srun's own flags
 
 
+@pytest.mark.slow
 def test_two_nodes_on_one_machine_train_across_the_node_boundary_as_one_node_does(tmp_path):
     """Two torchrun "nodes" of one process each, launched by the command line the SLURM script renders
     (c10d rendezvous on the first), train with sp 2 across the node boundary: the losses of one node
@@ -158,6 +163,7 @@ def test_two_nodes_on_one_machine_train_across_the_node_boundary_as_one_node_doe
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-6) and a["tokens"] == b["tokens"], (a, b)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_resumes_on_another_number_of_ranks_with_the_losses_of_a_run_there(kept_run, tmp_path):
     """2 -> 1 and 1 -> 2 ranks, the global batch kept by optim.grad_accum: the ZeRO-3 shards are converted
     once to DeepSpeed's universal checkpoint. Bound: any resume (on the same number of ranks too) differs
