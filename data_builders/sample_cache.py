@@ -33,10 +33,7 @@ def tokenizer_fingerprint(tokenizer) -> str:
 
 
 def samples_fingerprint(records: list[dict], tokenizer, settings: str) -> str:
-    digest = hashlib.sha1(f"{ENCODER_VERSION}|{settings}|{tokenizer_fingerprint(tokenizer)}".encode())
-    for rec in records:
-        digest.update(json.dumps(rec, ensure_ascii=False, sort_keys=True).encode())
-    return digest.hexdigest()[:20]
+    return records_fingerprint(records, f"{ENCODER_VERSION}|{settings}|{tokenizer_fingerprint(tokenizer)}")
 
 
 def encoded_samples(records: list[dict], encode: Callable[[dict, object], dict], tokenizer, settings: str,

@@ -124,7 +124,6 @@ def checkpoint_tag(state_dir: Path, world: int, zero_stage: int, is_main: bool) 
                                "--num_merge_workers", "1"], capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"ds_to_universal failed on {state_dir / 'state'}:\n{done.stderr[-3000:]}")
-        (tmp / "latest_universal").write_text(UNIVERSAL)
         os.rename(tmp, target)
     barrier()
     return UNIVERSAL

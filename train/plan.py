@@ -34,10 +34,9 @@ import configs.schema  # noqa: F401  (registers the structured schemas)
 from data_builders.choices import Gpu
 from data_builders.user_errors import reports_user_errors
 from models.kinds import kind_of
-from train.disk import checkpoint_bytes, export_bytes, peak_disk_bytes
+from train.disk import GB, checkpoint_bytes, export_bytes, peak_disk_bytes
 from train.parallel_dims import job_world_size, procs_per_node, stage_sp_size
 
-GB = 1e9
 GPU_MEMORY_GB = {"h20": 96, "a800": 80, "a100-40": 40, "a100-80": 80, "a100": 80, "h100": 80, "h800": 80,
                  "h200": 141}
 RUNTIME_RESERVE = 2.0 * GB          # CUDA context, NCCL buffers, allocator fragmentation
@@ -220,8 +219,8 @@ def host_request_gb(m: ModelShape, lay: Layout) -> int:
     return math.ceil((host_bytes_per_node(m, lay) * HOST_MARGIN + HOST_PER_RANK * ranks) / GB)
 
 
-def make_plan(cfg: DictConfig, world: int) -> tuple[list[StageRow], str]:
-    m = run_model_shape(cfg)
+def make_plan(cfg: DictConfig, world: int, m: ModelShape | None = None) -> tuple[list[StageRow], str]:
+    m = m or run_model_shape(cfg)
     lay = layout(cfg, world)
     rows = plan_rows(cfg, m, lay)
     return rows, table(rows, gpu_bytes(cfg), m, lay)
@@ -264,8 +263,9 @@ def disk_plan(cfg: DictConfig, m: ModelShape) -> str:
 @hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
 @reports_user_errors("train/plan.py")
 def main(cfg: DictConfig) -> None:
-    print(make_plan(cfg, planned_world_size(cfg))[1])
-    print("\n" + disk_plan(cfg, run_model_shape(cfg)))
+    m = run_model_shape(cfg)
+    print(make_plan(cfg, planned_world_size(cfg), m)[1])
+    print("\n" + disk_plan(cfg, m))
 
 
 def planned_world_size(cfg: DictConfig) -> int:
