@@ -75,7 +75,8 @@ def pair_inputs(record: dict, tokenizer, window: int | None = None) -> list[dict
 
 def _chunked(record: dict, tokenizer, budget: int) -> list[dict]:
     evidence = evidence_text(record)
-    offsets = tokenizer(evidence, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    offsets = tokenizer(evidence, add_special_tokens=False, return_offsets_mapping=True,
+                        verbose=False)["offset_mapping"]      # longer than the window on purpose: it is chunked
     inputs = []
     for a, b in chunk_bounds(offsets, len(evidence), budget):
         encoded = tokenizer(evidence[a:b], record["response"], return_offsets_mapping=True)
@@ -89,7 +90,7 @@ def _chunked(record: dict, tokenizer, budget: int) -> list[dict]:
 
 def whole_pair(record: dict, tokenizer) -> dict:
     """The pair uncut (longer than the window: a training sample that is skipped and counted)."""
-    encoded = tokenizer(evidence_text(record), record["response"])
+    encoded = tokenizer(evidence_text(record), record["response"], verbose=False)
     return {"input_ids": encoded["input_ids"], "token_type_ids": encoded.get("token_type_ids"), "tokens": []}
 
 

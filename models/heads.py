@@ -7,6 +7,7 @@ differentiable all-reduce, so every rank sees it and gradients flow back to its 
 """
 from __future__ import annotations
 
+import logging
 import warnings
 from dataclasses import dataclass
 
@@ -50,11 +51,33 @@ def _attention(auto_class, path: str, requested: str) -> str:
     return requested
 
 
+def _no_load_report(record: logging.LogRecord) -> bool:
+    return "LOAD REPORT" not in record.getMessage()
+
+
+def _from_pretrained(auto_class, path: str, **kwargs):
+    """`auto_class.from_pretrained`, with transformers' load report (a table at every load, on every
+    rank) replaced by what matters: a new head is expected on a base model and goes unsaid; weights of
+    the body missing from the checkpoint (left random) are warned by name."""
+    reporter = logging.getLogger("transformers.modeling_utils")
+    reporter.addFilter(_no_load_report)
+    try:
+        model, info = auto_class.from_pretrained(path, output_loading_info=True, **kwargs)
+    finally:
+        reporter.removeFilter(_no_load_report)
+    body = model.base_model_prefix + "."
+    missing = [k for k in info["missing_keys"] if k.startswith(body)]
+    if missing:
+        warnings.warn(f"{path}: {len(missing)} weights of the model body are not in the checkpoint and start "
+                      f"random: {', '.join(sorted(missing)[:8])}{' ...' if len(missing) > 8 else ''}", stacklevel=3)
+    return model
+
+
 def load_classifier(path: str, head: str, dtype: str = "auto", attn_implementation: str = "sdpa"):
     """A sequence classifier on the decoder or encoder at `path` (a base model or an earlier classifier)."""
     spec = head_spec(head)
-    return AutoModelForSequenceClassification.from_pretrained(
-        path, **_label_kwargs(spec.labels),
+    return _from_pretrained(
+        AutoModelForSequenceClassification, path, **_label_kwargs(spec.labels),
         problem_type="multi_label_classification" if spec.multi_label else "single_label_classification",
         dtype=torch_dtype(dtype), attn_implementation=_attention(AutoModelForSequenceClassification, path,
                                                                  attn_implementation))
@@ -67,8 +90,8 @@ def load_token_classifier(path: str, head: str = "binary", dtype: str = "auto", 
     config = AutoConfig.from_pretrained(path, **_label_kwargs(head_spec("binary").labels))
     if not is_encoder(path):
         config.classifier_dropout = 0.0
-    return AutoModelForTokenClassification.from_pretrained(
-        path, config=config, dtype=torch_dtype(dtype),
+    return _from_pretrained(
+        AutoModelForTokenClassification, path, config=config, dtype=torch_dtype(dtype),
         attn_implementation=_attention(AutoModelForTokenClassification, path, attn_implementation))
 
 

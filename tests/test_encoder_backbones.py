@@ -3,8 +3,11 @@ random local model directory with its architecture's own tokenizer and pair form
 source and round-trip the gold spans, and `train/sft.py` trains, evaluates and exports a span head (and a
 binary head) on it; an encoder that reads Chinese trains a span annotator on the embedded corpus."""
 import json
+import logging
+import shutil
 import subprocess
 import sys
+import warnings
 
 import pytest
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
@@ -14,6 +17,7 @@ from data_builders.novel_corpus import generate_corpus
 from data_builders.pairs import pair_inputs
 from data_builders.schema import read_jsonl, write_jsonl
 from models.builders import load_tokenizer
+from models.heads import load_classifier, load_token_classifier
 from tests.conftest import REPO
 from tests.test_cross_validation import _records
 from tests.test_span_annotators import _round_trip, _spans_of_every_row
@@ -44,6 +48,35 @@ def test_pairs_cover_a_long_source_and_round_trip_the_gold_spans(model_type, enc
     assert all(a["chunk"][1] == b["chunk"][0] for a, b in zip(inputs, inputs[1:]))
     for x in inputs:
         assert _round_trip(long, x) == [[s["start"], s["end"]] for s in long["spans"]]
+
+
+class _Logged(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def test_a_base_encoder_gets_its_head_quietly_and_a_body_missing_weights_is_named(encoders, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    logged = _Logged()
+    logging.getLogger("transformers.modeling_utils").addHandler(logged)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")          # a new head on a base model is expected: nothing said
+            load_token_classifier(str(encoders["bert"]), dtype="float32")
+    finally:
+        logging.getLogger("transformers.modeling_utils").removeHandler(logged)
+    assert not [m for m in logged.messages if "LOAD REPORT" in m]
+    model_dir = tmp_path / "partial"
+    shutil.copytree(encoders["bert"], model_dir)
+    weights = model_dir / "model.safetensors"
+    save_file({k: v for k, v in load_file(weights).items() if ".layer.1." not in k}, weights, metadata={"format": "pt"})
+    with pytest.warns(UserWarning, match=r"weights of the model body are not in the checkpoint .*layer\.1\."):
+        load_classifier(str(model_dir), "binary", dtype="float32")
 
 
 def _train(tmp_path, model_dir, data_root, task: str, *extra: str):
