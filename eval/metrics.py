@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sklearn.metrics import f1_score, matthews_corrcoef, precision_score, recall_score
+
+def _sk():
+    """sklearn.metrics, imported at the first score: a second off the start of every process that
+    never scores (each training rank but the first)."""
+    from sklearn import metrics
+
+    return metrics
 
 
 def binary_scores(gold: list[int], pred: list[int | None]) -> dict:
@@ -21,7 +27,7 @@ def binary_scores(gold: list[int], pred: list[int | None]) -> dict:
     present = [v for v in per_class.values() if v is not None]
     return {
         "acc": sum(present) / len(present) if present else None,
-        "mcc": float(matthews_corrcoef(gold, effective)) if gold else None,
+        "mcc": float(_sk().matthews_corrcoef(gold, effective)) if gold else None,
         **per_class,
         "n": len(gold),
         "parse_failures": sum(p is None for p in pred),
@@ -44,10 +50,10 @@ def binary_classification(gold: list[int], pred: list[int | None]) -> dict:
     return {
         "acc": sum(e == g for g, e in zip(gold, effective)) / len(gold),
         "balanced_acc": base["acc"],
-        "f1": float(f1_score(gold, effective, zero_division=0)),
-        "f1_macro": float(f1_score(gold, effective, average="macro", zero_division=0)),
-        "precision": float(precision_score(gold, effective, zero_division=0)),
-        "recall": float(recall_score(gold, effective, zero_division=0)),
+        "f1": float(_sk().f1_score(gold, effective, zero_division=0)),
+        "f1_macro": float(_sk().f1_score(gold, effective, average="macro", zero_division=0)),
+        "precision": float(_sk().precision_score(gold, effective, zero_division=0)),
+        "recall": float(_sk().recall_score(gold, effective, zero_division=0)),
         "mcc": base["mcc"], "n": base["n"], "parse_failures": base["parse_failures"],
     }
 
@@ -96,7 +102,7 @@ def multiclass_scores(gold: list[str], pred: list[str | None], labels: tuple[str
     effective = [p if p is not None else "<parse failure>" for p in pred]
     return {
         "acc": sum(p == g for g, p in zip(gold, effective)) / len(gold),
-        "f1_weighted": float(f1_score(gold, effective, labels=sorted(set(gold)), average="weighted",
+        "f1_weighted": float(_sk().f1_score(gold, effective, labels=sorted(set(gold)), average="weighted",
                                       zero_division=0)),
         "n": len(gold), "parse_failures": sum(p is None for p in pred),
         "support": {label: gold.count(label) for label in labels if label in gold},

