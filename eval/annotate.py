@@ -17,7 +17,7 @@ Python API is `Annotator.load(EXPORT_DIR)`, then `.annotate(source, response)` o
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -186,28 +186,39 @@ def _done(output: Path, rows: list[tuple[int, dict]], input_path: Path) -> int:
 
 def annotate_file(cfg: DictConfig) -> tuple[int, int]:
     """Annotate `cfg.input` into `cfg.output`, continuing after the rows already there; returns
-    (rows written now, rows in all)."""
+    (rows written now, rows in all).
+
+    Rows are predicted in chunks of `rows_per_write` counted from the first input row, and a
+    continuation predicts the chunk it was cut in again from that chunk's first row: every row is
+    scored in the batch it would have had in an uninterrupted run, so with the same settings
+    (`rows_per_write`, `batch_size`, `batch_tokens`) the file is byte for byte the uninterrupted
+    one, on any CPU. Other settings form other batches: labels and spans stay, probabilities move
+    within float rounding (docs/design.md, "Resume and batch contract").
+    """
     input_path, output = Path(cfg.input), Path(cfg.output)
     if not input_path.is_file():
         raise FileNotFoundError(f"input={cfg.input}: expected a JSONL file, found none")
     if not output.parent.is_dir():
         raise FileNotFoundError(f"output={cfg.output}: its directory {output.parent} does not exist")
+    if cfg.rows_per_write < 1:
+        raise ValueError(f"rows_per_write={cfg.rows_per_write}: expected a positive number of rows")
     rows = read_rows(input_path)
     annotator = Annotator.load(cfg.model, cfg.backend, cfg.batch_size, cfg.batch_tokens)
-    done = _done(output, rows, input_path)
-    todo = rows[done:]
+    done = written_before = _done(output, rows, input_path)
     with open(output, "a", encoding="utf-8") as f, tqdm(total=len(rows), initial=done, desc="annotate",
                                                           unit="row", disable=not cfg.progress) as bar:
-        for chunk in _chunks(todo, cfg.rows_per_write):
-            records = [annotator.record(row, f"{input_path}:{line}", f"r{done + i}")   # no id: r<k>, its place
+        for start in range(done - done % cfg.rows_per_write, len(rows), cfg.rows_per_write):
+            chunk = rows[start:start + cfg.rows_per_write]
+            records = [annotator.record(row, f"{input_path}:{line}", f"r{start + i}")   # no id: r<k>, its place
                        for i, (line, row) in enumerate(chunk)]
-            for out in annotator.annotate_records(records):
+            fresh = annotator.annotate_records(records)[done - start:]
+            for out in fresh:
                 f.write(json.dumps(out, ensure_ascii=False) + "\n")
             f.flush()
-            done += len(chunk)
-            bar.update(len(chunk))
+            done += len(fresh)
+            bar.update(len(fresh))
     check_output(rows, output)
-    return len(todo), len(rows)
+    return len(rows) - written_before, len(rows)
 
 
 def check_output(rows: list[tuple[int, dict]], output: Path) -> None:
@@ -222,11 +233,6 @@ def check_output(rows: list[tuple[int, dict]], output: Path) -> None:
         for span in out["spans"]:
             if row["response"][span["start"]:span["end"]] != span["text"]:
                 raise RuntimeError(f"{output}:{k + 1}: span {span} does not index the response")
-
-
-def _chunks(items: list, size: int) -> Iterator[list]:
-    for k in range(0, len(items), size):
-        yield items[k:k + size]
 
 
 @hydra.main(config_path="../configs/annotate", config_name="annotate", version_base="1.3")

@@ -1,6 +1,7 @@
 """`python -m eval.annotate`: a trained export labels anyone's outputs, the same way `eval/run.py`
 scores it; offsets index the responses; interrupted runs continue; bad input gives one line."""
 import json
+import os
 import subprocess
 import sys
 
@@ -9,6 +10,7 @@ import pytest
 from eval.annotate import Annotator
 from models.export_spec import SPEC_FILE, AnnotatorSpec, ExportError
 from tests.conftest import REPO, torchrun
+from tests.tolerance import assert_same_annotations
 
 SMALL = ["parallel=none", "trainer.progress=false", "logger.wandb=false", "data.corpus.n_books=4",
          "data.corpus.units_per_book=10", "data.corpus.unit_chars_min=250", "data.corpus.unit_chars_max=350",
@@ -19,8 +21,9 @@ SMALL = ["parallel=none", "trainer.progress=false", "logger.wandb=false", "data.
 EXPORT = ("checkpoints", "1-s4k", "hf")
 
 
-def _run(args: list[str], timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+def _run(args: list[str], timeout: int = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
 
 
 @pytest.fixture(scope="module", params=["longnovel_discriminative_demo", "longnovel_curriculum_demo"])
@@ -43,8 +46,9 @@ def _unlabelled(gold_path, out_path) -> list[dict]:
     return rows
 
 
-def _annotate(export, inp, out, *extra) -> subprocess.CompletedProcess:
-    return _run(["-m", "eval.annotate", f"model={export}", f"input={inp}", f"output={out}", "progress=false", *extra])
+def _annotate(export, inp, out, *extra, env: dict | None = None) -> subprocess.CompletedProcess:
+    return _run(["-m", "eval.annotate", f"model={export}", f"input={inp}", f"output={out}", "progress=false", *extra],
+                env=env)
 
 
 @pytest.mark.slow
@@ -76,16 +80,44 @@ def test_annotate_agrees_with_eval_run_and_offsets_index_the_responses(trained, 
 
 @pytest.mark.slow
 def test_an_interrupted_run_continues_with_no_row_missing_or_twice(trained, tmp_path):
+    """Cut inside a chunk of rows_per_write rows: the continuation predicts that chunk again from
+    its first row, so every row is scored in the batch it had in the uninterrupted run and the
+    file is byte for byte the same, whatever the CPU's kernels."""
     run, scored = trained
     _unlabelled(scored / "gold.jsonl", tmp_path / "in.jsonl")
     export = run.joinpath(*EXPORT)
-    assert _annotate(export, tmp_path / "in.jsonl", tmp_path / "all.jsonl").returncode == 0
+    assert _annotate(export, tmp_path / "in.jsonl", tmp_path / "all.jsonl", "rows_per_write=3").returncode == 0
     whole = (tmp_path / "all.jsonl").read_text().splitlines()
-    (tmp_path / "part.jsonl").write_text(whole[0] + "\n" + whole[1][:15])       # killed while writing row 2
-    proc = _annotate(export, tmp_path / "in.jsonl", tmp_path / "part.jsonl", "rows_per_write=1")
+    assert len(whole) > 4
+    (tmp_path / "part.jsonl").write_text("\n".join(whole[:4]) + "\n" + whole[4][:15])   # killed while writing row 5
+    proc = _annotate(export, tmp_path / "in.jsonl", tmp_path / "part.jsonl", "rows_per_write=3")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "part.jsonl").read_text().splitlines() == whole
-    assert f"{len(whole) - 1} rows annotated now, {len(whole)} in all" in proc.stdout
+    assert f"{len(whole) - 4} rows annotated now, {len(whole)} in all" in proc.stdout
+
+
+# A second setting that changes the kernels or the batches: one row a batch, and PyTorch's AVX2
+# kernels (softmax and attention round differently from AVX-512's), as on another CPU.
+OTHER_SETTINGS = {"one_row_a_batch": (["rows_per_write=1", "batch_size=1"], {}),
+                  "avx2_kernels": ([], {"ATEN_CPU_CAPABILITY": "avx2"})}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trained", ["longnovel_discriminative_demo"], indirect=True)
+@pytest.mark.parametrize("setting", OTHER_SETTINGS)
+def test_another_batch_or_kernel_setting_gives_the_same_annotations_within_tolerance(trained, tmp_path, setting):
+    """The contract across settings (docs/design.md): labels and spans equal, scores within
+    SCORE_ATOL; a label may differ only for a score that close to the decision threshold."""
+    run, scored = trained
+    _unlabelled(scored / "gold.jsonl", tmp_path / "in.jsonl")
+    export = run.joinpath(*EXPORT)
+    assert _annotate(export, tmp_path / "in.jsonl", tmp_path / "a.jsonl").returncode == 0
+    overrides, env = OTHER_SETTINGS[setting]
+    proc = _annotate(export, tmp_path / "in.jsonl", tmp_path / "b.jsonl", *overrides, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    threshold = AnnotatorSpec.load(export).threshold
+    a, b = ([json.loads(x) for x in (tmp_path / f).read_text().splitlines()] for f in ("a.jsonl", "b.jsonl"))
+    assert_same_annotations(a, b, threshold)
 
 
 @pytest.mark.slow
