@@ -49,7 +49,7 @@ class LoraSettings:
 @dataclass
 class ModelConfig:
     name_or_path: str | None = None   # local HF directory, or embedded:<name>
-    dtype: Dtype = Dtype.auto             # auto: bfloat16 on GPU, float32 on CPU
+    dtype: Dtype = Dtype.auto             # auto: bf16 on GPU, fp32 on CPU; bf16_if_native: bf16 where native
     attn_implementation: str = "sdpa"
     gradient_checkpointing: bool = False
     lora: LoraSettings = field(default_factory=LoraSettings)   # adapters, merged into the export

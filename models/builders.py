@@ -146,14 +146,43 @@ def load_tokenizer(path: str):
     return tok
 
 
+def cpu_bf16_features() -> list[str]:
+    """The CPU's instructions that compute bfloat16 natively (AVX512-BF16, AMX); empty where PyTorch
+    would emulate it in fp32 arithmetic, slower than fp32 itself."""
+    probes = {"avx512_bf16": torch.cpu._is_avx512_bf16_supported, "amx_bf16": torch.cpu._is_amx_tile_supported}
+    return [name for name, probe in probes.items() if probe()]
+
+
 def torch_dtype(name: str) -> torch.dtype:
+    """`model.dtype`: `auto` is bfloat16 on a GPU, float32 on a CPU (exact, and the same on every
+    CPU); `bf16_if_native` is bfloat16 on a GPU or a CPU with native bfloat16 (`cpu_bf16_features`),
+    float32 elsewhere (fast on each machine, so its figures depend on the machine's CPU)."""
     if name == "auto":
         return torch.bfloat16 if torch.cuda.is_available() else torch.float32
+    if name == "bf16_if_native":
+        return torch.bfloat16 if torch.cuda.is_available() or cpu_bf16_features() else torch.float32
     try:
         return {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
                 "bf16": torch.bfloat16, "float16": torch.float16}[name]
     except KeyError:
-        raise ValueError(f"model.dtype: expected auto|float32|bfloat16|float16, found {name!r}") from None
+        raise ValueError(f"model.dtype: expected auto|bf16_if_native|float32|bfloat16|float16, found {name!r}"
+                         ) from None
+
+
+def dtype_choice(name: str) -> str:
+    """One line saying which dtype `model.dtype=name` is on this machine, and why."""
+    chosen = str(torch_dtype(name)).removeprefix("torch.")
+    if torch.cuda.is_available():
+        return f"model.dtype={name}: {chosen} on {torch.cuda.get_device_name()}"
+    features = cpu_bf16_features()
+    if name == "bf16_if_native":
+        why = f"this CPU computes bfloat16 natively: {', '.join(features)}" if features else \
+            "this CPU has no native bfloat16 (no AVX512-BF16, no AMX)"
+    elif chosen == "bfloat16" and not features:
+        why = "emulated: this CPU has no AVX512-BF16 or AMX, fp32 is faster here (model.dtype=bf16_if_native)"
+    else:
+        why = "on a CPU" if name == "auto" else "as set"
+    return f"model.dtype={name}: {chosen} ({why})"
 
 
 def load_causal_lm(path: str, dtype: str = "auto", attn_implementation: str = "sdpa"):

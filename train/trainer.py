@@ -11,10 +11,10 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from configs.schema import to_container
+from configs.schema import stage_sp_size, to_container
 from eval.report import read_rows
 from eval.tracking import Tracker
-from models.builders import load_tokenizer, resolve_model_path
+from models.builders import dtype_choice, load_tokenizer, resolve_model_path
 from models.export_spec import AnnotatorSpec
 from models.kinds import kind_of
 from train.checkpoint import (
@@ -33,7 +33,6 @@ from train.distributed import DistInfo, barrier, on_main_rank
 from train.engine import build_engine, export_hf, release_engine
 from train.final_eval import evaluate_export
 from train.loop import StageContext, run_stage
-from train.parallel_dims import stage_sp_size
 from train.preemption import mark_preempted, stop_after
 from train.run_dir import TrainLog, agree_on_output_dir, continue_command
 
@@ -88,6 +87,8 @@ def train(cfg: DictConfig, info: DistInfo, continue_dir: Path | None = None) -> 
     point = resume_point(cfg, run_dir, names)
     log = TrainLog(run_dir, info.is_main, point.global_step if point else None)
     tracker = Tracker(cfg, to_container(cfg), run_dir, info.is_main)
+    if info.is_main:
+        print(dtype_choice(cfg.model.dtype), flush=True)
     if point and info.is_main:
         print(resume_message(point, names, run_dir, cfg.eval.enabled), flush=True)
     global_step = point.global_step if point else 0
