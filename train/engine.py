@@ -9,12 +9,12 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
+from configs.schema import stage_sp_size
 from models.annotator import WRAPPERS, hf_model, load_annotator
 from models.builders import torch_dtype
 from models.export_spec import AnnotatorSpec, write_model_card
 from models.kinds import kind_of
 from models.lora import merged_copy
-from train.parallel_dims import stage_sp_size
 
 
 def ds_config(cfg: DictConfig, world_size: int, grad_accum: int | None = None, load_universal: bool = False) -> dict:

@@ -31,11 +31,12 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 import configs.schema  # noqa: F401  (registers the structured schemas)
+from configs.schema import stage_sp_size
 from data_builders.choices import Gpu
 from data_builders.user_errors import reports_user_errors
 from models.kinds import kind_of
 from train.disk import GB, checkpoint_bytes, export_bytes, peak_disk_bytes
-from train.parallel_dims import job_world_size, procs_per_node, stage_sp_size
+from train.parallel_dims import job_world_size, procs_per_node
 
 GPU_MEMORY_GB = {"h20": 96, "a800": 80, "a100-40": 40, "a100-80": 80, "a100": 80, "h100": 80, "h800": 80,
                  "h200": 141}
