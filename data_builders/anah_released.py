@@ -21,6 +21,7 @@ from pathlib import Path
 
 from data_builders.anah import WINDOW_TOKENS, SourceIndex
 from data_builders.anah_tags import parse_anah_annotation
+from data_builders.importer import Splits, importer
 from data_builders.schema import RecordError, iter_jsonl, validate_record
 from data_builders.sentences import split_sentences
 
@@ -139,3 +140,23 @@ def import_anah(paths: list[str | Path], test_topics: float = 0.1, test_question
         raise RecordError(f"{len(report.skipped)} of {total} annotations could not be read (above "
                           f"max_skip_fraction={max_skip_fraction}); first: {report.skipped[:3]}", str(paths[0]))
     return out
+
+
+def _arguments(parser) -> None:
+    parser.add_argument("--test-topics", type=float, default=0.1, help="share of topics held out")
+    parser.add_argument("--test-questions", type=float, default=0.1,
+                        help="share of questions held out of the remaining topics")
+    parser.add_argument("--ranker", default="none",
+                        help="'minilm' (bundled MiniLM), a sentence-transformers path, or 'none' (BM25 only)")
+
+
+@importer("anah", "ANAH's released topic files (person.jsonl, event.jsonl, ...), split by topic and question",
+          _arguments)
+def convert_anah(args) -> tuple[Splits, str]:
+    from data_builders.retrieval import EmbeddingRanker
+
+    report = AnahImportReport()
+    ranker = EmbeddingRanker(args.ranker) if args.ranker != "none" else None
+    out = import_anah(args.inputs, args.test_topics, args.test_questions, args.seed, ranker=ranker, report=report)
+    groups = {g: sum(r["meta"]["test_group"] == g for r in out["test"]) for g in ("unseen_topic", "unseen_question")}
+    return out, report.summary() + f"; test groups {groups}" + "".join(f"\n  skipped {s}" for s in report.skipped)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from data_builders.importer import Splits, importer, one_split
 from data_builders.schema import RecordError, validate_record
 from data_builders.spans import find_span, span
 
@@ -122,3 +123,13 @@ def import_faithbench(path: str | Path, pooling: str = "worst",
                         "detectors": {k: meta[k] for k in DETECTORS if k in meta}}}
         records.append(validate_record(rec, str(path), None))
     return records
+
+
+def _arguments(parser) -> None:
+    parser.add_argument("--pooling", default="worst", choices=POOLING,
+                        help="how the annotators' labels of a summary pool into one (default: worst)")
+
+
+@importer("faithbench", "FaithBench's data_for_release/batch_*.json", _arguments)
+def convert_faithbench(args) -> tuple[Splits, str]:
+    return one_split([r for p in args.inputs for r in import_faithbench(p, args.pooling)], args.split)

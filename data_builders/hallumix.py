@@ -9,6 +9,7 @@ import random
 from collections import defaultdict
 from pathlib import Path
 
+from data_builders.importer import Splits, importer, one_split
 from data_builders.schema import RecordError, iter_jsonl, validate_record
 from data_builders.sentences import split_sentences
 
@@ -101,3 +102,8 @@ def import_hallumix(path: str | Path) -> list[dict]:
         except RecordError as e:
             raise RecordError(str(e).split(": ", 1)[-1], str(path), line, e.field) from None
     return records
+
+
+@importer("hallumix", "HalluMix's released JSONL")
+def convert_hallumix(args) -> tuple[Splits, str]:
+    return one_split([r for p in args.inputs for r in import_hallumix(p)], args.split)

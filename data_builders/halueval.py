@@ -5,8 +5,10 @@ faithful (label 0) and a hallucinated (label 1) record. general rows carry a yes
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+from data_builders.importer import Splits, importer, one_split
 from data_builders.schema import RecordError, iter_jsonl, validate_record
 from data_builders.spans import find_span, span
 
@@ -69,3 +71,31 @@ def import_halueval(path: str | Path, subset: str) -> list[dict]:
             rows = _pair(subset, row, stem)
         records += [validate_record(r, str(path), line) for r in rows]
     return records
+
+
+HALUEVAL_FILES = {"qa_data": "qa", "dialogue_data": "dialogue", "summarization_data": "summarization",
+                  "general_data": "general"}
+
+
+def halueval_subset(args) -> str:
+    """--subset, or the one HaluEval's released file names imply (qa_data.json -> qa)."""
+    if args.subset:
+        return args.subset
+    implied = {HALUEVAL_FILES.get(Path(p).stem) for p in args.inputs}
+    if len(implied) != 1 or None in implied:
+        raise ValueError(f"halueval: pass --subset qa|dialogue|summarization|general; it cannot be told from "
+                         f"the file names {[Path(p).name for p in args.inputs]}")
+    subset = implied.pop()
+    print(f"halueval: --subset {subset} (from the file name)", file=sys.stderr)
+    return subset
+
+
+def _arguments(parser) -> None:
+    parser.add_argument("--subset", choices=sorted(set(HALUEVAL_FILES.values())),
+                        help="which file (default: from HaluEval's released file names)")
+
+
+@importer("halueval", "HaluEval's data/{qa,dialogue,summarization,general}_data.json", _arguments)
+def convert_halueval(args) -> tuple[Splits, str]:
+    subset = halueval_subset(args)
+    return one_split([r for p in args.inputs for r in import_halueval(p, subset)], args.split)

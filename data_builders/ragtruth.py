@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from data_builders.importer import Splits, importer, one_split
 from data_builders.schema import RecordError, iter_jsonl, validate_record
 from data_builders.spans import find_span, span
 
@@ -103,3 +104,15 @@ def import_ragtruth_faithjudge(path: str | Path) -> list[dict]:
     if not records:
         raise RecordError("no sources: the file is empty", str(path), None)
     return records
+
+
+@importer("ragtruth", "RAGTruth's response.jsonl and source_info.jsonl (its own train / test splits)")
+def convert_ragtruth(args) -> tuple[Splits, str]:
+    if len(args.inputs) != 2:
+        raise ValueError("ragtruth: expected two inputs, response.jsonl and source_info.jsonl")
+    return import_ragtruth(*args.inputs), "RAGTruth splits from the 'split' field"
+
+
+@importer("ragtruth_faithjudge", "FaithJudge's eval_data/ragtruth_{summary,qa,data2txt}.jsonl")
+def convert_ragtruth_faithjudge(args) -> tuple[Splits, str]:
+    return one_split([r for p in args.inputs for r in import_ragtruth_faithjudge(p)], args.split)

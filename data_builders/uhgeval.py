@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from data_builders.importer import Splits, importer, one_split
 from data_builders.schema import RecordError, iter_jsonl, validate_record
 from data_builders.spans import find_span, span
 
@@ -61,3 +62,8 @@ def import_uhgeval(path: str | Path) -> list[dict]:
     if not records:
         raise RecordError("no items: the file is empty", str(path), None)
     return records
+
+
+@importer("uhgeval", "UHGEval's dataset_uhgeval_concise.jsonl")
+def convert_uhgeval(args) -> tuple[Splits, str]:
+    return one_split([r for p in args.inputs for r in import_uhgeval(p)], args.split)
