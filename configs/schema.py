@@ -1,11 +1,11 @@
 """Structured schemas of every config, registered with Hydra's ConfigStore: `sft_schema` (training,
-`eval/run.py`, `slurm/submit.py`, `train.plan`) and `score_schema` (`eval/score.py`).
+`eval/run.py`, `slurm/submit.py`, `train.tools.plan`) and `score_schema` (`eval/score.py`).
 
 `sft.yaml` lists `sft_schema` first in its defaults, so every group option and
 every experiment is merged onto these dataclasses: a misspelt key, a value
-of the wrong type or a value outside a closed set (`data_builders.choices`)
+of the wrong type or a value outside a closed set (`configs.choices`)
 fails when the config is composed. This module sits below every package that
-reads a config (it imports `data_builders.choices` only).
+reads a config (it imports `configs.choices` only).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from data_builders.choices import (
+from configs.choices import (
     Backend,
     DataSource,
     Dtype,
@@ -252,7 +252,7 @@ class SlurmConfig:
                                           # CPU Adam steps in them), else 2
     cpus_per_task: int | None = None   # CPUs of the one task per node; None: processes per node x threads_per_rank
     mem: str | None = None             # per node, e.g. 500G; None: train: the memory plan's host memory per node
-                                          # with a margin (python -m train.plan); eval: the partition's default
+                                          # with a margin (python -m train.tools.plan); eval: the partition's default
     time: str = "24:00:00"
     partition: str | None = None
     account: str | None = None
@@ -267,7 +267,7 @@ class SlurmConfig:
 
 @dataclass
 class PlanConfig:
-    """python -m train.plan: the GPU memory plan (also checked by the trainer on GPUs)."""
+    """python -m train.tools.plan: the GPU memory plan (also checked by the trainer on GPUs)."""
     gpu: Gpu | None = None             # h20 | a800 | a100-40 | a100-80 | h100 | h800 | h200
     gpu_mem_gb: float | None = None    # instead of a known GPU
     world_size: int | None = None      # default the SLURM job's: slurm.nodes x processes per node

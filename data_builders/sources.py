@@ -11,7 +11,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from data_builders.choices import DataSource
+from configs.choices import DataSource
 from data_builders.collate import encode_sample
 from data_builders.sample_cache import encoded_samples
 from data_builders.schema import read_records

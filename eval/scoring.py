@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from data_builders.choices import Scorer as ScorerName
+from configs.choices import Scorer as ScorerName
 from data_builders.schema import SENTENCE_TYPES
 from eval.anah import score_anah
 from eval.binary import score_binary
@@ -21,7 +21,7 @@ from eval.uhgeval import score_uhgeval, uhgeval_markdown
 
 @dataclass(frozen=True)
 class Summary:
-    """What `train.check_run` can check of any scored run."""
+    """What `train.tools.check_run` can check of any scored run."""
     n: int
     parse_failures: int
     acc: float | None
@@ -63,7 +63,7 @@ class Scorer:
     plots: Callable                  # (metrics, rows, out_dir) -> PNG names beyond the confusion matrix
     tables: Callable                 # metrics -> W&B tables beyond the predictions
     labels: tuple                    # the confusion matrix's classes
-    summary: Callable                # metrics -> Summary (what train.check_run checks)
+    summary: Callable                # metrics -> Summary (what train.tools.check_run checks)
     labels_note: str = ""
     unit_threshold: bool = False     # it judges spans, not responses: a sentence-level annotator's decision
                                      # threshold is chosen on its units' labels (UHGEval: every response has one)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from data_builders.choices import TaskKind
+from configs.choices import TaskKind
 from data_builders.collate import (
     HEAD_LABELS,
     IGNORE_INDEX,

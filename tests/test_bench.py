@@ -19,7 +19,7 @@ def _run(args: list[str], timeout: int) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_bench_quick_runs_every_section(tmp_path):
     out = tmp_path / "bench.json"
-    done = _run(["train.bench", "--quick", "--out", str(out)], timeout=900)
+    done = _run(["train.tools.bench", "--quick", "--out", str(out)], timeout=900)
     result = json.loads(out.read_text())
     assert {"throughput", "padding", "inference", "annotation", "zero_offload", "data"} <= set(result)
     rates = [s["ours_tokens_per_s"] for s in result["throughput"].values()] + [
@@ -32,12 +32,12 @@ def test_bench_quick_runs_every_section(tmp_path):
 @pytest.mark.slow
 def test_bench_sp_at_2k(tmp_path):
     out = tmp_path / "bench_sp.json"
-    _run(["train.bench_sp", "--lengths", "2048", "--repeat", "1", "--out", str(out)], timeout=600)
+    _run(["train.tools.bench_sp", "--lengths", "2048", "--repeat", "1", "--out", str(out)], timeout=600)
     (row,) = json.loads(out.read_text())["rows"]
     assert row["length"] == 2048 and row["sp1_step_s"] > 0 and row["sp2_saved_mb_per_rank"] > 0
 
 
 @pytest.mark.slow
 def test_bench_loss_at_4k():
-    done = _run(["train.bench_loss", "--length", "4096", "--labelled", "512", "--chunk", "128"], timeout=600)
+    done = _run(["train.tools.bench_loss", "--length", "4096", "--labelled", "512", "--chunk", "128"], timeout=600)
     assert "| loss peak RSS growth at 4k, 512 labelled positions" in done.stdout

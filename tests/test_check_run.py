@@ -1,6 +1,6 @@
-"""train.check_run's score checks (the run-directory contract is tested on a real run in test_trainer_e2e)."""
+"""train.tools.check_run's score checks (the run-directory contract is tested on a real run in test_trainer_e2e)."""
 from eval.scoring import SCORERS
-from train.check_run import score_problems
+from train.tools.check_run import score_problems
 
 LONGNOVEL, ANAH = SCORERS["longnovel"].summary, SCORERS["anah"].summary
 
@@ -36,7 +36,7 @@ def test_anah_runs_are_checked_against_the_majority_class_and_every_gold_type():
 
 
 def test_an_annotator_that_answers_nothing_or_one_thing_fails():
-    from train.check_run import degenerate_problems
+    from train.tools.check_run import degenerate_problems
 
     assert degenerate_problems([{"pred": None}] * 10) == ["every answer is unparseable (10 of 10)"]
     assert degenerate_problems([{"pred": 0}, {"pred": 0}, {"pred": None}]) == [

@@ -9,8 +9,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
+from configs import choices
 from configs.schema import ScoreConfig, SFTConfig
-from data_builders import choices
 from tests.conftest import REPO
 
 
@@ -68,8 +68,8 @@ def test_registries_hold_exactly_the_members_of_their_set():
     from models.attention.hf_ring import IMPLEMENTATIONS
     from models.attention.kernels import KERNELS
     from models.heads import HEADS
-    from train.plan import GPU_MEMORY_GB
     from train.sequence_parallel import SP_MODES
+    from train.tools.plan import GPU_MEMORY_GB
 
     values = lambda enum: {m.value for m in enum}  # noqa: E731
     assert set(SOURCES) == values(choices.DataSource)

@@ -1,4 +1,4 @@
-"""`python -m train.gpu_check`'s parts, on CPU at small sizes (the command itself needs CUDA and
+"""`python -m train.tools.gpu_check`'s parts, on CPU at small sizes (the command itself needs CUDA and
 runs under `pytest -m gpu` in tests/test_gpu_kernels.py), and the ring options' bad input."""
 import pytest
 import torch

@@ -1,5 +1,5 @@
 """The CUDA block kernels (PyTorch's flash attention, flash-attn's) against PyTorch's attention,
-the ring on them, and `python -m train.gpu_check` end to end. Marked `gpu`: skipped on machines
+the ring on them, and `python -m train.tools.gpu_check` end to end. Marked `gpu`: skipped on machines
 without CUDA."""
 import importlib.util
 import subprocess
@@ -49,7 +49,7 @@ def test_ring_on_cuda_single_rank_matches_sdpa():
 
 def test_the_gpu_check_command_holds_at_2k_tokens(tmp_path):
     out = tmp_path / "gpu_check.json"
-    proc = subprocess.run([sys.executable, "-m", "train.gpu_check", "--quick", "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "train.tools.gpu_check", "--quick", "--out", str(out)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "all checks hold" in proc.stdout and out.exists()

@@ -11,7 +11,7 @@ import configs.schema  # noqa: F401
 from slurm.render import train_script
 from tests.conftest import REPO
 from train.parallel_dims import job_world_size, procs_per_node
-from train.plan import layout, planned_world_size
+from train.tools.plan import layout, planned_world_size
 
 # ids that are not the `gpu` marker's keyword (tests/conftest.py skips items carrying it without CUDA)
 JOBS = {"two_nodes_of_8": ["slurm.nodes=2", "slurm.gpus_per_node=8"],

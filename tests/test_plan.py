@@ -1,4 +1,4 @@
-"""The GPU memory plan (train/plan.py): parameter counts from the real architecture class on the
+"""The GPU memory plan (train/tools/plan.py): parameter counts from the real architecture class on the
 meta device, its activation / ring / logits terms against measured CPU peaks of the tiny model,
 the CLI, and the trainer's refusal of a run far over its GPU."""
 import subprocess
@@ -8,7 +8,7 @@ import pytest
 
 from models.builders import resolve_model_path
 from tests.conftest import REPO
-from train.plan import GB, Layout, MemoryPlanError, check_before_training, model_shape, stage_terms
+from train.tools.plan import GB, Layout, MemoryPlanError, check_before_training, model_shape, stage_terms
 
 CPU_STEP = Layout(world=2, ranks_per_node=2, zero_stage=0, offload_param=False, offload_optimizer=False,
                   gradient_checkpointing=False, generative=True, chunk_tokens=1024)
@@ -22,10 +22,10 @@ def test_parameters_are_counted_from_the_architecture_without_weights(qwen3_8b):
 
 @pytest.mark.slow
 def test_planned_activations_and_logits_are_within_20_percent_of_measured_cpu_peaks():
-    """One training step of the tiny model, fp32 (train.bench_sp's measure): the bytes autograd saves
+    """One training step of the tiny model, fp32 (train.tools.bench_sp's measure): the bytes autograd saves
     at 2k / 16k / 32k and sp 1 / 2, and from 16k (below, the allocator reuses heap and RSS
     undercounts) the peak RSS growth of the step, loss logits included."""
-    from train.bench_sp import _measure_step, launch
+    from train.tools.bench_sp import _measure_step, launch
 
     m = model_shape(resolve_model_path("embedded:qwen3-tiny"), dtype="float32")
     for length in (2048, 16384, 32768):
@@ -41,7 +41,7 @@ def test_planned_activations_and_logits_are_within_20_percent_of_measured_cpu_pe
 
 def test_plan_cli_prints_each_stage_and_names_a_bad_gpu(qwen3_8b):
     def plan(*overrides):
-        return subprocess.run([sys.executable, "-m", "train.plan", "+exp=longnovel_curriculum",
+        return subprocess.run([sys.executable, "-m", "train.tools.plan", "+exp=longnovel_curriculum",
                                f"model.name_or_path={qwen3_8b}", *overrides], cwd=REPO, capture_output=True,
                               text=True, timeout=120)
 

@@ -119,7 +119,7 @@ def test_one_rank_needs_no_process_group():
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_the_loopback_ring_in_one_process_equals_one_kernel_call(world):
-    from train.ring_loopback import simulated_ring
+    from train.tools.ring_loopback import simulated_ring
 
     q = torch.randn(1, 4, 96, 8, requires_grad=True)
     k, v = (torch.randn(1, 2, 96, 8, requires_grad=True) for _ in range(2))

@@ -8,7 +8,7 @@ from hydra import compose, initialize_config_dir
 import configs.schema  # noqa: F401
 from slurm.render import checkpoint_name, eval_script, job_overrides, train_script
 from tests.conftest import REPO
-from train.plan import GB, host_bytes_per_node, host_request_gb, layout, model_shape
+from train.tools.plan import GB, host_bytes_per_node, host_request_gb, layout, model_shape
 
 
 def _cfg(overrides):

@@ -46,7 +46,7 @@ def test_teardown_frees_the_groups_unless_a_caller_holds_one(hold):
 
 RELEASE = """
 import gc, json, weakref, torch
-from train.bench import _compose
+from train.tools.bench import _compose
 from train.distributed import init_distributed, teardown
 from train.engine import build_engine, release_engine
 from models.loss import token_loss_sum

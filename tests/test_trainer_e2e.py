@@ -70,7 +70,7 @@ def test_run_directory_contract(uninterrupted):
 
 
 def test_check_run_accepts_the_run_and_names_what_breaks_it(uninterrupted, tmp_path, capsys):
-    from train.check_run import main as check_run
+    from train.tools.check_run import main as check_run
 
     assert check_run([str(uninterrupted), "--min-held-out", "4", "--max-parse-failures", "1.0",
                       "--allow-degenerate"]) == 0

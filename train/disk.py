@@ -73,7 +73,7 @@ def check_free_space(run_dir: Path, estimate: float, stage: str, step: int) -> N
         raise DiskSpaceError(
             f"output_dir={run_dir}: {free / GB:.3f} GB free, and the checkpoint of stage {stage!r} step {step} needs "
             f"about {needed / GB:.3f} GB; stopping before writing it. The last good checkpoint is {last}. Free "
-            "space, or lower trainer.keep_checkpoints (python -m train.plan prints the run's peak disk), then "
+            "space, or lower trainer.keep_checkpoints (python -m train.tools.plan prints the run's peak disk), then "
             "continue with resume=auto")
 
 

@@ -33,7 +33,7 @@ def main(cfg: DictConfig) -> None:
 
 
 def check_memory_plan(cfg: DictConfig) -> None:
-    """On GPUs, the memory plan of `python -m train.plan` before anything is loaded: a warning
+    """On GPUs, the memory plan of `python -m train.tools.plan` before anything is loaded: a warning
     when a stage is predicted not to fit, an error when it is far over (plan.max_over)."""
     import os
 
@@ -42,7 +42,7 @@ def check_memory_plan(cfg: DictConfig) -> None:
     if not torch.cuda.is_available():
         return
     from train.parallel_dims import launched_world_size
-    from train.plan import check_before_training
+    from train.tools.plan import check_before_training
 
     over = check_before_training(cfg, launched_world_size(),
                                  torch.cuda.get_device_properties(0).total_memory)

@@ -1,18 +1,18 @@
 """One command that proves a GPU: kernels, the ring, a full training step, vLLM.
 
-    python -m train.gpu_check --out gpu_check.json          # about 3 minutes on one H100
-    python -m train.gpu_check --lengths 2048 --quick         # the same checks, small (pytest -m gpu)
+    python -m train.tools.gpu_check --out gpu_check.json          # about 3 minutes on one H100
+    python -m train.tools.gpu_check --lengths 2048 --quick         # the same checks, small (pytest -m gpu)
 
 1. Block kernels (PyTorch's CUDA flash attention; flash-attn's when installed) against an
    fp32 reference (SDPA's math path, a block of queries at a time), bf16, causal and not,
    grouped-query heads, forward and backward: relative errors ||x - ref|| / ||ref||.
-2. The ring at sp 2 / 4 / 8 simulated in one process (`train.ring_loopback`: every rank a
+2. The ring at sp 2 / 4 / 8 simulated in one process (`train.tools.ring_loopback`: every rank a
    thread, the same ring code) against one kernel call on the whole sequence: errors and
    time relative to the single call.
 3. One training step (forward, backward, AdamW) of a randomly initialised Qwen3-0.6B-shaped
    model in bf16 with gradient checkpointing, through our ring backend at sp 1 and through
    HF's `sdpa`: tokens/s, model FLOPs utilisation against the GPU's bf16 peak, peak memory,
-   and the memory plan's (`train.plan`) activation terms next to the measured growth.
+   and the memory plan's (`train.tools.plan`) activation terms next to the measured growth.
 4. vLLM greedy against HF greedy on the tiny model, when vLLM is installed.
 
 Prints a table per check and writes all figures as JSON.
@@ -112,7 +112,7 @@ def check_kernels(lengths, device, heads=(16, 8), dim=128) -> list[dict]:
 
 
 def check_ring(length: int, worlds, device, heads=(16, 8), dim=128, repeat: int = 3) -> list[dict]:
-    from train.ring_loopback import simulated_ring
+    from train.tools.ring_loopback import simulated_ring
 
     kernel = kernel_for(device)
     scale = dim ** -0.5
@@ -164,12 +164,12 @@ def peak_tflops(device) -> float | None:
 
 
 def planned_step_bytes(shape: dict, tokens: int, chunk: int) -> dict:
-    """train.plan's terms for this step: one GPU, no ZeRO, gradient checkpointing, bf16."""
+    """train.tools.plan's terms for this step: one GPU, no ZeRO, gradient checkpointing, bf16."""
     import tempfile
 
     from transformers import Qwen3Config
 
-    from train.plan import Layout, model_shape, stage_terms
+    from train.tools.plan import Layout, model_shape, stage_terms
 
     with tempfile.TemporaryDirectory() as d:
         Qwen3Config(**shape).save_pretrained(d)
@@ -303,7 +303,7 @@ def main() -> None:
     parser.add_argument("--out", default="gpu_check.json")
     args = parser.parse_args()
     if not torch.cuda.is_available():
-        raise SystemExit("train.gpu_check needs a CUDA GPU; torch.cuda.is_available() is False here")
+        raise SystemExit("train.tools.gpu_check needs a CUDA GPU; torch.cuda.is_available() is False here")
     if args.quick:
         args.lengths, args.ring_tokens, args.step_tokens = [2048], 2048, 2048
     report = run_checks(args.lengths, args.ring_tokens, args.sp, args.step_tokens, torch.device("cuda"),

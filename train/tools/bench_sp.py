@@ -1,6 +1,6 @@
 """Sequence-parallel benchmark for the embedded tiny model on CPU.
 
-    python -m train.bench_sp --lengths 16384 32768 --out bench_sp.json
+    python -m train.tools.bench_sp --lengths 16384 32768 --out bench_sp.json
 
 For each length: training step time (forward + backward, response-only loss)
 and per-rank peak activation memory at sp 1 and sp 2, and ring-attention

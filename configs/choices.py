@@ -1,6 +1,6 @@
 """The closed sets of the public config keys, one `Enum` each (their one home).
 
-The structured schemas (`train/config.py`, `eval/config.py`) type these keys with them, so
+The structured schemas beside it (`configs/schema.py`) type these keys with them, so
 OmegaConf rejects a misspelt value when the config is composed and names the allowed ones
 (`task.kind=generatve` fails before anything runs). Members are strings: `cfg.task.kind ==
 "generative"`, f-strings, JSON and dictionary keys see the plain value. The registries keyed by

@@ -1,9 +1,9 @@
 """Check a finished run directory against the run-directory contract, and optionally against the
 scores its annotator must reach (what CI asks of the README's demo).
 
-    python -m train.check_run outputs/longnovel_curriculum_demo/<stamp> --min-mcc 0.3 --max-parse-failures 0.05
-    python -m train.check_run --latest outputs/longnovel_discriminative_demo --min-mcc 0.5 --type-recall-above 0
-    python -m train.check_run --latest outputs/anah_discriminative_demo --min-acc-over-majority 0.15 \
+    python -m train.tools.check_run outputs/longnovel_curriculum_demo/<stamp> --min-mcc 0.3 --max-parse-failures 0.05
+    python -m train.tools.check_run --latest outputs/longnovel_discriminative_demo --min-mcc 0.5 --type-recall-above 0
+    python -m train.tools.check_run --latest outputs/anah_discriminative_demo --min-acc-over-majority 0.15 \
         --type-recall-above 0
 
 Exit status 0 when every check holds, 1 otherwise (each failed check is listed).

@@ -1,12 +1,12 @@
 """One benchmark command for the embedded tiny model on this machine's CPU.
 
-    python -m train.bench [--out bench.json] [--quick]
+    python -m train.tools.bench [--out bench.json] [--quick]
 
 Prints a table and writes JSON with: training throughput of our trainer against a plain
 PyTorch loop (same model, data, batch 1, fp32) at 2k and 16k; the padded fraction of S-bucket
-batches with packing off and on; sequence parallelism at 16k / 32k (train.bench_sp); ZeRO-3
+batches with packing off and on; sequence parallelism at 16k / 32k (train.tools.bench_sp); ZeRO-3
 step time with and without CPU offload; peak memory of the generative loss at 32k with a
-151,936-token vocabulary, all logits at once against chunks (train.bench_loss); LongNovel
+151,936-token vocabulary, all logits at once against chunks (train.tools.bench_loss); LongNovel
 samples built per second; records scored per second; discriminative inference samples/s,
 greedy decode tokens/s, and `eval.annotate` rows/s.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CORES = os.cpu_count() or 1
 DEMO = ["+exp=longnovel_whole_source_demo", "parallel=none", "eval.enabled=false", "trainer.progress=false",
         "logger.wandb=false"]
@@ -262,7 +262,7 @@ TARGETS = {
 
 
 def table(r: dict) -> str:
-    from train.bench_loss import row as loss_row
+    from train.tools.bench_loss import row as loss_row
 
     t, p, z, d, i = r["throughput"], r["padding"], r["zero_offload"], r["data"], r["inference"]
     lines = ["| measure | value | target |", "|---|---|---|"]
@@ -298,8 +298,8 @@ def table(r: dict) -> str:
 
 
 def run(quick: bool) -> dict:
-    from train.bench_loss import measure as bench_loss
-    from train.bench_sp import bench as bench_sp
+    from train.tools.bench_loss import measure as bench_loss
+    from train.tools.bench_sp import bench as bench_sp
 
     steps, long_steps = (4, 2) if quick else (20, 6)
     result = {"machine": {"cpus": CORES, "torch": torch.__version__, "platform": sys.platform},

@@ -1,6 +1,6 @@
 """GPU memory plan of a run, per curriculum stage, before any GPU is rented.
 
-    python -m train.plan +exp=longnovel_curriculum model.name_or_path=DIR plan.gpu=h20
+    python -m train.tools.plan +exp=longnovel_curriculum model.name_or_path=DIR plan.gpu=h20
 
 Reads only the model's `config.json`: the architecture class is built on the meta device
 (`accelerate.init_empty_weights`), which gives the parameter counts; nothing is downloaded or
@@ -31,8 +31,8 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 import configs.schema  # noqa: F401  (registers the structured schemas)
+from configs.choices import Gpu
 from configs.schema import stage_sp_size
-from data_builders.choices import Gpu
 from data_builders.user_errors import reports_user_errors
 from models.kinds import kind_of
 from train.disk import GB, checkpoint_bytes, export_bytes, peak_disk_bytes
@@ -261,8 +261,8 @@ def disk_plan(cfg: DictConfig, m: ModelShape) -> str:
     return "\n".join(lines)
 
 
-@hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
-@reports_user_errors("train/plan.py")
+@hydra.main(config_path="../../configs", config_name="sft", version_base="1.3")
+@reports_user_errors("train/tools/plan.py")
 def main(cfg: DictConfig) -> None:
     m = run_model_shape(cfg)
     print(make_plan(cfg, planned_world_size(cfg), m)[1])

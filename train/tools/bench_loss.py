@@ -3,7 +3,7 @@ the LM head on every labelled position at once (the loss before `models.response
 `ResponseLM`'s chunks. A tiny decoder (hidden 64) keeps the rest of the step small; the logits,
 which are what the chunks bound, do not depend on the hidden size.
 
-    python -m train.bench_loss [--labelled 4096] [--chunk 1024]
+    python -m train.tools.bench_loss [--labelled 4096] [--chunk 1024]
 """
 from __future__ import annotations
 
