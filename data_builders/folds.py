@@ -16,8 +16,7 @@ import random
 import sys
 from pathlib import Path
 
-from omegaconf import DictConfig
-
+from configs.schema import DataConfig
 from data_builders.schema import read_records, write_jsonl
 from data_builders.user_errors import reports_user_errors
 
@@ -80,9 +79,8 @@ def pooled_files(root: Path) -> list[Path]:
     return files
 
 
-def check_folds_config(cfg: DictConfig) -> None:
+def check_folds_config(d: DataConfig) -> None:
     """`data.folds=k`: records of the shared schema under data.root, from at least k sources."""
-    d = cfg.data
     if d.source != "records":
         raise ValueError(f"data.folds={d.folds} deals a records directory into folds: it needs data.source=records, "
                          f"found {d.source}")
@@ -95,10 +93,10 @@ def check_folds_config(cfg: DictConfig) -> None:
         raise ValueError(f"data.folds={d.folds}: expected 2 <= k <= the number of sources in {d.root} ({len(sources)})")
 
 
-def deal_folds(cfg: DictConfig, out: Path) -> str:
+def deal_folds(d: DataConfig, out: Path) -> str:
     """The folds of a `data.folds` run, written as records directories under `out`; their report."""
-    records = [rec for path in pooled_files(Path(cfg.data.root)) for rec in read_records(path)]
-    return write_folds(grouped_folds(records, cfg.data.folds, SEED, cfg.data.fold_val_fraction), out)
+    records = [rec for path in pooled_files(Path(d.root)) for rec in read_records(path)]
+    return write_folds(grouped_folds(records, d.folds, SEED, d.fold_val_fraction), out)
 
 
 @reports_user_errors("data_builders.folds")

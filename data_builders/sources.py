@@ -1,7 +1,9 @@
 """Where records come from: the embedded builders, released LongNovel files, record files, or a
 weighted mixture of record directories.
 
-Functions take the composed config (`data`, `task`, `curriculum`, `eval` keys) and a tokenizer.
+Functions take the `data` section (`configs.schema.DataConfig`), a `DataRequest` (what the run
+wants of it: the prompt that measures lengths, the length buckets, the seed) and a tokenizer; the
+data floor reads no training key.
 """
 from __future__ import annotations
 
@@ -9,9 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig
-
 from configs.choices import DataSource
+from configs.schema import DataConfig
 from data_builders.collate import encode_sample
 from data_builders.sample_cache import encoded_samples
 from data_builders.schema import read_records
@@ -32,13 +33,20 @@ def in_bucket(records: list[dict], bucket: str) -> list[dict]:
     return [r for r in records if r.get("length_bucket") in names]
 
 
-def needed_buckets(cfg: DictConfig) -> list[str]:
+def needed_buckets(stage_buckets: list[str], eval_buckets: list[str], evaluates: bool) -> list[str]:
     """The length buckets a run builds: its stages' and its evaluation's. A stage over "all" takes the
-    evaluation's buckets even with eval.enabled=false (they say what the corpus is built in)."""
-    stages = [s.bucket for s in cfg.curriculum.stages]
-    names = stages + (list(cfg.eval.buckets) if cfg.eval.enabled or ALL in stages else [])
+    evaluation's buckets even without evaluation (they say what the corpus is built in)."""
+    names = list(stage_buckets) + (list(eval_buckets) if evaluates or ALL in stage_buckets else [])
     names = [part for n in names if n != ALL for part in n.split(UNION)]
     return sorted(set(names), key=names.index)
+
+
+@dataclass(frozen=True)
+class DataRequest:
+    """What a run wants of its data besides the `data` section."""
+    template: str                 # the annotator's prompt (`length_template` of it puts records in buckets)
+    buckets: tuple[str, ...]      # the length buckets to build (`needed_buckets`)
+    seed: int = 0                 # a mixture's draw
 
 
 def _released_file(root: Path, split: str) -> Path:
@@ -57,39 +65,39 @@ def length_template(template: str) -> str:
     return "prompt_e" if template == SENTENCE_CHECK else template
 
 
-def _embedded(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], str]:
+def _embedded(data: DataConfig, want: DataRequest, tokenizer) -> tuple[dict[str, list[dict]], str]:
     from data_builders.longnovel import BuildReport, build_longnovel
     from data_builders.novel_corpus import generate_corpus
 
-    c = cfg.data.corpus
+    c = data.corpus
     units = generate_corpus(c.n_books, c.units_per_book, (c.unit_chars_min, c.unit_chars_max), c.seed)
-    budgets = {b: cfg.data.bucket_budgets[b] for b in needed_buckets(cfg)}
+    budgets = {b: data.bucket_budgets[b] for b in want.buckets}
     report = BuildReport()
-    out = build_longnovel(units, tokenizer, budgets, c.test_books, length_template(cfg.task.template),
-                          cfg.data.min_fill, report, val_books=c.val_books)
+    out = build_longnovel(units, tokenizer, budgets, c.test_books, length_template(want.template),
+                          data.min_fill, report, val_books=c.val_books)
     return out, report.table() + f"\nunits left unused at book ends: {report.unfilled_tail_units}"
 
 
-def _anah_embedded(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], str]:
+def _anah_embedded(data: DataConfig, want: DataRequest, tokenizer) -> tuple[dict[str, list[dict]], str]:
     from data_builders.anah_sample import build_anah_sample
     from data_builders.novel_corpus import generate_corpus
 
-    c = cfg.data.corpus
+    c = data.corpus
     units = generate_corpus(c.n_books, c.units_per_book, (c.unit_chars_min, c.unit_chars_max), c.seed)
     out = build_anah_sample(units, c.test_books, c.seed)
     return out, _counts(out) + " ANAH-style sentence records"
 
 
-def _records(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], str]:
-    out = read_splits(Path(cfg.data.root))
-    return out, _counts(out) + f" records read from {cfg.data.root}"
+def _records(data: DataConfig, want: DataRequest, tokenizer) -> tuple[dict[str, list[dict]], str]:
+    out = read_splits(Path(data.root))
+    return out, _counts(out) + f" records read from {data.root}"
 
 
-def _released(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], str]:
+def _released(data: DataConfig, want: DataRequest, tokenizer) -> tuple[dict[str, list[dict]], str]:
     from data_builders.longnovel_released import import_released, import_report
 
-    root, template = Path(cfg.data.root), length_template(cfg.task.template)
-    count = lambda records: rendered_lengths(records, tokenizer, template, cfg.data.num_proc)  # noqa: E731
+    root, template = Path(data.root), length_template(want.template)
+    count = lambda records: rendered_lengths(records, tokenizer, template, data.num_proc)  # noqa: E731
     files = released_files(root)
     out = {split: import_released(path, count) for split, path in files.items()}
     reports = [import_report(path, out[split]) for split, path in files.items()]
@@ -104,10 +112,10 @@ def released_files(root: Path) -> dict[str, Path]:
     return files
 
 
-def _mixture(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], str]:
+def _mixture(data: DataConfig, want: DataRequest, tokenizer) -> tuple[dict[str, list[dict]], str]:
     from data_builders.mixture import mix_records
 
-    return mix_records(cfg.data.mixture, cfg.trainer.seed)
+    return mix_records(data.mixture, want.seed)
 
 
 def _counts(splits: dict[str, list[dict]]) -> str:
@@ -132,7 +140,7 @@ def _check_released_file(path: Path) -> None:
 @dataclass(frozen=True)
 class Source:
     """One value of `data.source`: how its records are made, and what it needs."""
-    build: Callable[[DictConfig, object], tuple[dict[str, list[dict]], str]]
+    build: Callable[[DataConfig, DataRequest, object], tuple[dict[str, list[dict]], str]]
     files: Callable[[Path], dict[str, Path]] | None = None   # the split files of data.root (missing: DataError)
     check_file: Callable[[Path], object] | None = None      # reads every row of one file, raising on the first bad one
     read_in_place: bool = False       # records files used as they are (not copied into the run directory)
@@ -151,30 +159,30 @@ SOURCES: dict[str, Source] = {
 }
 
 
-def check_data_config(cfg: DictConfig) -> None:
+def check_data_config(data: DataConfig) -> None:
     """What `data.source` needs, checked before anything is loaded and before any process group
     (every command that reads data): the directories, the split files, and every row of them."""
-    if cfg.data.folds:
+    if data.folds:
         from data_builders.folds import check_folds_config
 
-        return check_folds_config(cfg)    # each fold's directory is written by the run itself
-    source = SOURCES[cfg.data.source]
+        return check_folds_config(data)    # each fold's directory is written by the run itself
+    source = SOURCES[data.source]
     if source.needs_root:
-        if not cfg.data.root or not Path(cfg.data.root).is_dir():
-            raise DataError(f"data.source={cfg.data.source} needs data.root=<a directory>, found {cfg.data.root!r}")
-        for path in source.files(Path(cfg.data.root)).values():
+        if not data.root or not Path(data.root).is_dir():
+            raise DataError(f"data.source={data.source} needs data.root=<a directory>, found {data.root!r}")
+        for path in source.files(Path(data.root)).values():
             source.check_file(path)
-    if cfg.data.source == DataSource.mixture:
-        if not cfg.data.mixture:
+    if data.source == DataSource.mixture:
+        if not data.mixture:
             raise DataError("data.source=mixture needs data.mixture: a list of {name, root, weight}")
-        for i, src in enumerate(cfg.data.mixture):
+        for i, src in enumerate(data.mixture):
             if not Path(src.root).is_dir():
                 raise DataError(f"data.mixture[{i}] ({src.name}): root {src.root!r} is not a directory")
 
 
-def build_records(cfg: DictConfig, tokenizer) -> tuple[dict[str, list[dict]], str]:
+def build_records(data: DataConfig, want: DataRequest, tokenizer) -> tuple[dict[str, list[dict]], str]:
     """Records per split, and a short text report of what was built."""
-    return SOURCES[cfg.data.source].build(cfg, tokenizer)
+    return SOURCES[data.source].build(data, want, tokenizer)
 
 
 def rendered_lengths(records: list[dict], tokenizer, template: str, num_proc: int = 1) -> list[int]:

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from tqdm import tqdm
 
 import configs.schema  # noqa: F401  (registers the schemas)
-from configs.schema import SFTConfig
+from configs.schema import VllmConfig
 from data_builders.anah import SourceIndex
 from data_builders.collate import prompt_ids
 from data_builders.pairs import uses_pairs
@@ -34,7 +34,7 @@ from data_builders.schema import TASKS, RecordError, iter_jsonl, read_jsonl, rea
 from data_builders.user_errors import reports_user_errors
 from eval.parsers import parse_longnovel_verdict, type_key
 from eval.predictions import anah_decision, binary_decision
-from eval.predictors import AnnotatorPredictor
+from eval.predictors import AnnotatorPredictor, Inference
 from models.export_spec import AnnotatorSpec
 
 
@@ -48,13 +48,9 @@ class Annotator:
              ) -> Annotator:
         """The annotator exported in `path` (`annotator.json` says how it reads its inputs)."""
         spec = AnnotatorSpec.load(path)
-        cfg = OmegaConf.merge(OmegaConf.structured(SFTConfig), {
-            "checkpoint": str(path), "model": {"name_or_path": str(path)},
-            "task": {"kind": spec.kind, "head": spec.head, "template": spec.template, "scorer": spec.scorer,
-                     "evidence_sentences": spec.evidence_sentences, "evidence_unit": spec.evidence_unit},
-            "eval": {"backend": backend, "max_new_tokens": spec.max_new_tokens, "batch_size": batch_size,
-                     "batch_tokens": batch_tokens}})
-        predictor = AnnotatorPredictor(cfg, path=str(path), progress=False)
+        inference = Inference(backend=backend, max_new_tokens=spec.max_new_tokens, batch_size=batch_size,
+                              batch_tokens=batch_tokens, vllm=VllmConfig())
+        predictor = AnnotatorPredictor(spec, inference, str(path), progress=False)
         predictor.prepare({})
         return cls(spec, predictor)
 

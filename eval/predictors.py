@@ -7,12 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 from transformers import AutoConfig
 
+from configs.schema import EvalConfig, ModelConfig, NliConfig, RagConfig, TaskConfig
 from data_builders.collate import prompt_ids
 from data_builders.token_spans import flagged_spans
 from eval.predict import predict_records, select_eval_records
@@ -21,6 +23,7 @@ from eval.scoring import scorer
 from eval.thresholds import DEFAULT, Threshold, is_hallucinated, resolve_threshold
 from models.annotator import load_annotator
 from models.builders import load_tokenizer, resolve_model_path
+from models.export_spec import AnnotatorSpec
 from models.kinds import kind_of
 
 Write = Callable[[dict], None]
@@ -39,46 +42,71 @@ class Shard:
     gather: Callable[[list], list[list]] = field(default=_single)
 
 
-def validation_records(cfg: DictConfig, splits: dict[str, list[dict]]) -> list[dict]:
-    return select_eval_records(splits.get("val") or [], list(cfg.eval.buckets), cfg.eval.max_per_bucket)
+@dataclass(frozen=True)
+class Inference:
+    """How an annotator's predictions are made: the weights' dtype and attention, the decoding
+    backend, the batches, and which validation records choose a decision threshold."""
+    backend: str = "hf"
+    max_new_tokens: int = 256
+    batch_size: int = 8
+    batch_tokens: int | None = 16384
+    dtype: str = "auto"
+    attn_implementation: str = "sdpa"
+    vllm: Any = None                       # configs.schema.VllmConfig, for backend=vllm
+    buckets: tuple[str, ...] = ("all",)    # validation records: these buckets, at most max_per_bucket each
+    max_per_bucket: int | None = None
+
+    @classmethod
+    def of(cls, model: ModelConfig, evaluation: EvalConfig) -> Inference:
+        e = evaluation
+        return cls(str(e.backend), e.max_new_tokens, e.batch_size, e.batch_tokens, str(model.dtype),
+                   model.attn_implementation, e.vllm, tuple(e.buckets), e.max_per_bucket)
+
+    def validation(self, splits: dict[str, list[dict]]) -> list[dict]:
+        return select_eval_records(splits.get("val") or [], list(self.buckets), self.max_per_bucket)
 
 
 class AnnotatorPredictor:
     """The checkpoint (or base model) itself: generations, or head probabilities with a decision
-    threshold. The one prediction path of `eval/run.py` and of the trainer's final evaluation.
+    threshold. The one prediction path of `eval/run.py`, of the trainer's final evaluation and of
+    `eval.annotate`. `task` says what the model was trained to do (kind, head, template, scorer,
+    evidence units): a run's `task` config, or an export's `AnnotatorSpec`.
 
     A binary head's threshold follows `eval.thresholds.resolve_threshold`: the one stored in the
     model's config (`decision_threshold`), else one chosen on the validation split, else 0.5;
     `threshold_source` says which.
     """
 
-    def __init__(self, cfg: DictConfig, path: str | None = None, shard: Shard = Shard(), progress: bool = True):
-        self.cfg, self._path, self.shard, self.progress = cfg, path, shard, progress
+    def __init__(self, task: TaskConfig | AnnotatorSpec, inference: Inference, path: str, shard: Shard = Shard(),
+                 progress: bool = True):
+        self.task, self.inference, self.path, self.shard, self.progress = task, inference, path, shard, progress
+        self.kind = kind_of(task)
         self.threshold: float | None = None
         self.threshold_source: str | None = None
 
-    @cached_property
-    def path(self) -> str:
-        return self._path or resolve_model_path(self.cfg.checkpoint or self.cfg.model.name_or_path, key="checkpoint")
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> AnnotatorPredictor:
+        """`eval/run.py`'s annotator: `checkpoint`, else `model.name_or_path`."""
+        path = resolve_model_path(cfg.checkpoint or cfg.model.name_or_path, key="checkpoint")
+        return cls(cfg.task, Inference.of(cfg.model, cfg.eval), path)
 
     @cached_property
     def tokenizer(self):
         return load_tokenizer(self.path)
 
     def prepare(self, splits: dict[str, list[dict]], out: Path | None = None) -> None:
-        c = self.cfg
         if self._vllm:
             return                # vLLM loads the model itself
         device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.model = load_annotator(self.path, c.task.kind, c.task.head, c.model.dtype,
-                                    c.model.attn_implementation).to(device)
-        if not kind_of(c.task).generates and c.task.head == "binary":    # a span annotator's head is binary
+        i, t = self.inference, self.task
+        self.model = load_annotator(self.path, t.kind, t.head, i.dtype, i.attn_implementation).to(device)
+        if not self.kind.generates and self.task.head == "binary":    # a span annotator's head is binary
             self._binary_threshold(splits)
 
     def _binary_threshold(self, splits: dict[str, list[dict]]) -> None:
         value = getattr(AutoConfig.from_pretrained(self.path), "decision_threshold", None)
         stored = Threshold(value, "stored in the model's config") if value is not None else None
-        val, t = validation_records(self.cfg, splits), self.cfg.task
+        val, t = self.inference.validation(splits), self.task
         if t.evidence_sentences and scorer(t.scorer).unit_threshold:
             from data_builders.evidence import evidence_records
 
@@ -92,21 +120,21 @@ class AnnotatorPredictor:
 
     def rows(self, records: list[dict], progress: bool | None = None, on_result: Write | None = None) -> list[dict]:
         """One row per record, in record order, on every process (each predicts its share)."""
-        if self.cfg.task.evidence_sentences:
+        if self.task.evidence_sentences:
             return self._sentence_rows(records, progress, on_result)
         return self._predicted(records, progress, lambda row: self._stamp(row, on_result))
 
     @property
     def _vllm(self) -> bool:
-        return self.cfg.eval.backend == "vllm" and kind_of(self.cfg.task).generates
+        return self.inference.backend == "vllm" and self.kind.generates
 
     def _predicted(self, records: list[dict], progress: bool | None, on_result: Write | None = None) -> list[dict]:
-        c, s = self.cfg, self.shard
+        i, s = self.inference, self.shard
         if self._vllm:
             return self._vllm_rows(records, on_result)
-        mine = predict_records(self.model, self.tokenizer, records[s.rank::s.world_size], c.task, c.eval.max_new_tokens,
+        mine = predict_records(self.model, self.tokenizer, records[s.rank::s.world_size], self.task, i.max_new_tokens,
                                progress=self.progress if progress is None else progress, on_result=on_result,
-                               batch_size=c.eval.batch_size, batch_tokens=c.eval.batch_tokens)
+                               batch_size=i.batch_size, batch_tokens=i.batch_tokens)
         by_id = {row["id"]: row for part in s.gather(mine) for row in part}
         return [by_id[r["id"]] for r in records]
 
@@ -123,8 +151,8 @@ class AnnotatorPredictor:
         from data_builders.evidence import evidence_records
         from eval.sentence_level import aggregate, flagged_sentences
 
-        k = self.cfg.task.evidence_sentences
-        sentences = {r["id"]: evidence_records(r, k, labelled=False, unit=self.cfg.task.evidence_unit) for r in records}
+        k = self.task.evidence_sentences
+        sentences = {r["id"]: evidence_records(r, k, labelled=False, unit=self.task.evidence_unit) for r in records}
         flat = [e for r in records for e in sentences[r["id"]]]
         by_id = {row["id"]: row for row in self._predicted(flat, progress)}
         rows = []
@@ -141,10 +169,10 @@ class AnnotatorPredictor:
         """vLLM decodes every record in this process, from the token ids the HF path and training use."""
         from eval.vllm_backend import vllm_generate
 
-        c = self.cfg
-        prompts = [prompt_ids(r, self.tokenizer, c.task.template) for r in records]
-        outputs = vllm_generate(self.path, prompts, c.eval.max_new_tokens, c.eval.vllm.yarn,
-                                c.eval.vllm.tensor_parallel_size, c.eval.vllm.max_model_len)
+        i = self.inference
+        prompts = [prompt_ids(r, self.tokenizer, self.task.template) for r in records]
+        outputs = vllm_generate(self.path, prompts, i.max_new_tokens, i.vllm.yarn, i.vllm.tensor_parallel_size,
+                                i.vllm.max_model_len)
         rows = [{"id": r["id"], "output": o} for r, o in zip(records, outputs)]
         for row in rows:
             if on_result is not None:
@@ -158,22 +186,31 @@ class AnnotatorPredictor:
 class RagPredictor(AnnotatorPredictor):
     """Appendix D: the annotator judges each summary block against its aligned article window."""
 
+    def __init__(self, task: TaskConfig, inference: Inference, path: str, rag: RagConfig):
+        super().__init__(task, inference, path)
+        self.rag = rag
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> RagPredictor:
+        path = resolve_model_path(cfg.checkpoint or cfg.model.name_or_path, key="checkpoint")
+        return cls(cfg.task, Inference.of(cfg.model, cfg.eval), path, cfg.eval.rag)
+
     def prepare(self, splits, out) -> None:
         from data_builders.retrieval import EmbeddingRanker
 
-        if self.cfg.task.scorer == "anah":
+        if self.task.scorer == "anah":
             raise ValueError("eval.method=rag judges summaries block by block; it needs task.scorer "
                              "longnovel or binary, found anah")
-        if self.cfg.task.evidence_sentences:
+        if self.task.evidence_sentences:
             raise ValueError("eval.method=rag picks each summary block's article window itself; it needs "
-                             f"task.evidence_sentences=0, found {self.cfg.task.evidence_sentences}")
+                             f"task.evidence_sentences=0, found {self.task.evidence_sentences}")
         super().prepare(splits, out)
-        self.embedder = EmbeddingRanker(self.cfg.eval.rag.embedder)
+        self.embedder = EmbeddingRanker(self.rag.embedder)
 
     def predict(self, records: list[dict], write: Write) -> None:
         from eval.rag import aggregate, block_records
 
-        r = self.cfg.eval.rag
+        r = self.rag
         for rec in tqdm(records, desc="rag", dynamic_ncols=True):
             blocks = block_records(rec, self.embedder, r.article_chars, r.summary_chars, r.top_k)
             rows = self.rows(blocks, progress=False)
@@ -184,27 +221,31 @@ class RagPredictor(AnnotatorPredictor):
 class NliPredictor:
     """SummaC zero-shot or HaluMap scores, thresholded at a value chosen on the validation split."""
 
-    def __init__(self, cfg: DictConfig):
-        self.cfg = cfg
-        if not cfg.eval.nli.model:
+    def __init__(self, nli: NliConfig, inference: Inference, tokenizer_path: str | None):
+        if not nli.model:
             raise ValueError("eval.method=nli needs eval.nli.model=<a local Hugging Face NLI model directory>")
+        self.nli, self.inference, self.tokenizer_path = nli, inference, tokenizer_path
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> NliPredictor:
+        return cls(cfg.eval.nli, Inference.of(cfg.model, cfg.eval), cfg.model.name_or_path)
 
     @cached_property
     def tokenizer(self):      # only for building the embedded records (token counts per bucket)
-        return load_tokenizer(resolve_model_path(self.cfg.model.name_or_path))
+        return load_tokenizer(resolve_model_path(self.tokenizer_path))
 
     def _score(self, rec: dict) -> dict:
         from eval.nli import score_record
 
-        return score_record(self.model, rec, self.cfg.eval.nli)
+        return score_record(self.model, rec, self.nli)
 
     def prepare(self, splits: dict[str, list[dict]], out: Path) -> None:
         from eval.nli import NLIModel
 
-        n = self.cfg.eval.nli
+        n = self.nli
         self.model = NLIModel(n.model, n.batch_size)
         saved = out / "threshold.json"
-        chosen = resolve_threshold(n.threshold, self._cached_threshold(saved), validation_records(self.cfg, splits),
+        chosen = resolve_threshold(n.threshold, self._cached_threshold(saved), self.inference.validation(splits),
                                    lambda recs: [self._score(r)["score"] for r in
                                                  tqdm(recs, desc="nli threshold (val)", dynamic_ncols=True)],
                                    default=None)    # NLI scores are not probabilities: no default
@@ -213,7 +254,7 @@ class NliPredictor:
             saved.write_text(json.dumps({"threshold": chosen.value, "source": chosen.source, **self._settings()}))
 
     def _settings(self) -> dict:
-        n = self.cfg.eval.nli
+        n = self.nli
         return {"method": str(n.method), "score": str(n.score), "calibrate": n.calibrate, "model": n.model,
                 "block_chars": n.block_chars}
 
@@ -228,7 +269,7 @@ class NliPredictor:
         return Threshold(cached["threshold"], f"{saved.name} ({cached.get('source', 'validation split')})")
 
     def predict(self, records: list[dict], write: Write) -> None:
-        for rec in tqdm(records, desc=f"nli {self.cfg.eval.nli.method}", dynamic_ncols=True):
+        for rec in tqdm(records, desc=f"nli {self.nli.method}", dynamic_ncols=True):
             s = self._score(rec)
             write({"id": rec["id"], "label": is_hallucinated(s["score"], self.threshold), "score": s["score"],
                    "threshold": self.threshold, "per_segment": s["per_segment"]})

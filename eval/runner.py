@@ -14,11 +14,19 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from data_builders.schema import read_jsonl_to_append, write_jsonl
-from data_builders.sources import build_records, check_data_config
+from data_builders.sources import DataRequest, build_records, check_data_config, needed_buckets
 from eval.predict import select_eval_records
 from eval.predictors import PREDICTORS
 from eval.report import report_text
 from eval.scoring import score_files
+
+
+def data_request(cfg: DictConfig) -> DataRequest:
+    """What a run (training, or `eval/run.py`) wants of its data: its template, the length buckets of
+    its stages and evaluation, its seed."""
+    stages = [s.bucket for s in cfg.curriculum.stages]
+    return DataRequest(cfg.task.template, tuple(needed_buckets(stages, list(cfg.eval.buckets), cfg.eval.enabled)),
+                       cfg.trainer.seed)
 
 
 def _done(path: Path) -> set[str]:
@@ -30,9 +38,9 @@ def run_eval(cfg: DictConfig) -> dict:
     if cfg.data.folds:
         raise ValueError(f"data.folds={cfg.data.folds}: eval/run.py scores one model on one test split; a fold's "
                          "export is scored with data.folds=0 data.root=<run>/folds/fold_<i>")
-    check_data_config(cfg)
-    predictor = PREDICTORS[cfg.eval.method](cfg)
-    splits = build_records(cfg, predictor.tokenizer)[0]
+    check_data_config(cfg.data)
+    predictor = PREDICTORS[cfg.eval.method].from_config(cfg)
+    splits = build_records(cfg.data, data_request(cfg), predictor.tokenizer)[0]
     records = select_eval_records(splits["test"], list(cfg.eval.buckets), cfg.eval.max_per_bucket)
     if not records:
         raise ValueError(f"eval.buckets={list(cfg.eval.buckets)}: no test records in these buckets")

@@ -79,13 +79,10 @@ def test_a_stage_takes_one_bucket_several_or_all():
     assert [r["id"] for r in in_bucket(records, "M")] == ["M"]
     assert [r["id"] for r in in_bucket(records, "S+L")] == ["S", "L"]
     assert [r["id"] for r in in_bucket(records, "all")] == ["S", "M", "L"]
-    cfg = OmegaConf.create({"curriculum": {"stages": [{"bucket": "S"}, {"bucket": "S+M"}, {"bucket": "all"}]},
-                            "eval": {"enabled": True, "buckets": ["L"]}})
-    assert needed_buckets(cfg) == ["S", "M", "L"]
-    cfg.eval.enabled = False                  # "all" still builds the buckets the evaluation names
-    assert needed_buckets(cfg) == ["S", "M", "L"]
-    cfg.curriculum.stages = [{"bucket": "S"}]
-    assert needed_buckets(cfg) == ["S"]
+    assert needed_buckets(["S", "S+M", "all"], ["L"], evaluates=True) == ["S", "M", "L"]
+    # "all" still builds the buckets the evaluation names
+    assert needed_buckets(["S", "S+M", "all"], ["L"], evaluates=False) == ["S", "M", "L"]
+    assert needed_buckets(["S"], ["L"], evaluates=False) == ["S"]
 
 
 def test_plan_steps_epochs_and_caps():

@@ -51,7 +51,7 @@ def test_vllm_gets_the_prompts_of_the_hf_path_sentence_by_sentence(monkeypatch, 
     import eval.vllm_backend
     from data_builders.collate import prompt_ids
     from data_builders.evidence import evidence_records
-    from eval.predictors import AnnotatorPredictor
+    from eval.predictors import AnnotatorPredictor, Inference
     from tests.conftest import REPO
 
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
@@ -61,7 +61,7 @@ def test_vllm_gets_the_prompts_of_the_hf_path_sentence_by_sentence(monkeypatch, 
     handed = []
     monkeypatch.setattr(eval.vllm_backend, "vllm_generate",
                         lambda path, prompts, *a: handed.extend(prompts) or ['{"verdict": "无幻觉"}'] * len(prompts))
-    predictor = AnnotatorPredictor(cfg, path="unused")
+    predictor = AnnotatorPredictor(cfg.task, Inference.of(cfg.model, cfg.eval), path="unused")
     predictor.tokenizer = tokenizer
     rows = predictor.rows([record])
     sentences = evidence_records(record, cfg.task.evidence_sentences, labelled=False)

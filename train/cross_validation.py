@@ -41,7 +41,7 @@ def train_folds(cfg: DictConfig, info: DistInfo) -> dict | None:
     run_dir = agree_on_output_dir(cfg, info)
     folds_dir = run_dir / "folds"
     if not (folds_dir / FOLDS_REPORT).exists():
-        on_main_rank(lambda: print(deal_folds(cfg, folds_dir), end="", flush=True), info.is_main)
+        on_main_rank(lambda: print(deal_folds(cfg.data, folds_dir), end="", flush=True), info.is_main)
     barrier()
     for i in range(cfg.data.folds):
         if cfg.resume == "auto" and fold_done(run_dir, i):

@@ -20,9 +20,9 @@ from data_builders.sources import (
     build_records,
     check_data_config,
     in_bucket,
-    needed_buckets,
     read_splits,
 )
+from eval.runner import data_request
 from models.builders import is_encoder, resolve_model_path
 from models.kinds import kind_of
 from train.distributed import DistInfo, barrier, on_main_rank
@@ -47,11 +47,11 @@ def check_run_config(cfg: DictConfig, world: int) -> None:
         raise DataError(f"data.folds={cfg.data.folds} scores every record in its fold's test part: it needs "
                         "eval.enabled=true")
     known = set(cfg.data.bucket_budgets)
-    for name in needed_buckets(cfg):
+    for name in data_request(cfg).buckets:
         if name not in known:
             raise DataError(f"bucket {name!r} (curriculum.stages / eval.buckets) is not in "
                             f"data.bucket_budgets {sorted(known)}")
-    check_data_config(cfg)
+    check_data_config(cfg.data)
 
 
 def stage_grad_accum(cfg: DictConfig, stage: DictConfig | None) -> tuple[int, str]:
@@ -96,7 +96,7 @@ def check_ring_config(cfg: DictConfig) -> None:
 def prepare_records(cfg: DictConfig, tokenizer, run_dir: Path, info: DistInfo) -> dict[str, list[dict]]:
     """Rank 0 builds (or imports) the records into <run_dir>/data once; every rank reads them."""
     if SOURCES[cfg.data.source].read_in_place:
-        return build_records(cfg, tokenizer)[0]
+        return build_records(cfg.data, data_request(cfg), tokenizer)[0]
     data_dir = run_dir / "data"
     if not (data_dir / "test.jsonl").exists():
         on_main_rank(lambda: _write_records(cfg, tokenizer, data_dir), info.is_main)
@@ -105,13 +105,13 @@ def prepare_records(cfg: DictConfig, tokenizer, run_dir: Path, info: DistInfo) -
 
 
 def _write_records(cfg: DictConfig, tokenizer, data_dir: Path) -> None:
-    records, report = build_records(cfg, tokenizer)
+    records, report = build_records(cfg.data, data_request(cfg), tokenizer)
     records = {k: v for k, v in records.items() if v}
     if "train" not in records or "test" not in records:
         counts = {s: len(records.get(s, [])) for s in ("train", "test")}
         raise DataError(f"data.source={cfg.data.source}: the build produced {counts} records for buckets "
-                        f"{needed_buckets(cfg)}; the corpus is too small for these buckets (see data.corpus, "
-                        f"data.bucket_budgets)\n{report}")
+                        f"{list(data_request(cfg).buckets)}; the corpus is too small for these buckets (see "
+                        f"data.corpus, data.bucket_budgets)\n{report}")
     data_dir.mkdir(parents=True, exist_ok=True)
     for split, rows in records.items():
         write_jsonl(data_dir / f"{split}.jsonl.tmp", rows)

@@ -9,7 +9,7 @@ from transformers import AutoConfig
 
 from data_builders.schema import write_jsonl
 from eval.predict import select_eval_records
-from eval.predictors import AnnotatorPredictor, Shard
+from eval.predictors import AnnotatorPredictor, Inference, Shard
 from eval.report import write_eval
 from eval.scoring import scorer
 from models.export_spec import SPEC_FILE, AnnotatorSpec, write_model_card
@@ -43,7 +43,8 @@ def evaluate_export(cfg: DictConfig, hf_dir: str, records_by_split: dict[str, li
     records = select_eval_records(records_by_split["test"], list(cfg.eval.buckets), cfg.eval.max_per_bucket)
     if not records:
         raise ValueError(f"eval.buckets={list(cfg.eval.buckets)}: no test records in these buckets")
-    predictor = AnnotatorPredictor(cfg, path=hf_dir, shard=Shard(info.rank, info.world_size, all_gather_objects),
+    predictor = AnnotatorPredictor(cfg.task, Inference.of(cfg.model, cfg.eval), hf_dir,
+                                   Shard(info.rank, info.world_size, all_gather_objects),
                                    progress=cfg.trainer.progress and info.is_main)
     predictor.prepare(records_by_split)
     if info.is_main and predictor.threshold_source and predictor.threshold_source.startswith("validation"):

@@ -86,6 +86,7 @@ def throughput(work: Path, steps: int, long_steps: int) -> dict:
     train_step) and the plain loop, alternating step by step on the same samples, so that
     machine noise hits both alike. Single process, every core, fp32, batch 1."""
     from data_builders.sources import build_records
+    from eval.runner import data_request
     from models.builders import load_tokenizer, resolve_model_path
     from train.distributed import init_distributed, teardown
 
@@ -93,7 +94,7 @@ def throughput(work: Path, steps: int, long_steps: int) -> dict:
     cfg = _compose(["deepspeed=none", _stages(steps, long_steps)])
     path = resolve_model_path(cfg.model.name_or_path)
     tok = load_tokenizer(path)
-    records = build_records(cfg, tok)[0]["train"]
+    records = build_records(cfg.data, data_request(cfg), tok)[0]["train"]
     info = init_distributed(1)
     try:
         return {stage.name: _stage_throughput(cfg, path, tok, records, stage, n, info, work)
@@ -131,12 +132,14 @@ def _data_dir(work: Path) -> Path:
     """Records of the demo corpus (S and M buckets), built once for the sections that need them."""
     from data_builders.schema import write_jsonl
     from data_builders.sources import build_records
+    from eval.runner import data_request
     from models.builders import load_tokenizer, resolve_model_path
 
     out = work / "data"
     if not (out / "train.jsonl").exists():
         cfg = _compose([_stages(1, 1)])
-        write_jsonl(out / "train.jsonl", build_records(cfg, load_tokenizer(resolve_model_path(cfg.model.name_or_path)))
+        tokenizer = load_tokenizer(resolve_model_path(cfg.model.name_or_path))
+        write_jsonl(out / "train.jsonl", build_records(cfg.data, data_request(cfg), tokenizer)
                     [0]["train"])
     return out
 
