@@ -8,16 +8,10 @@ from __future__ import annotations
 
 import torch
 
+from data_builders.heads import head_of
 from data_builders.prompts import render_messages, render_target
-from data_builders.schema import FAITHFULNESS_LABELS, SENTENCE_TYPES
 
 IGNORE_INDEX = -100
-# Label vocabularies of the discriminative heads, in the order of their logits.
-HEAD_LABELS = {
-    "binary": ("faithful", "hallucinated"),          # record label 0 / 1
-    "anah": SENTENCE_TYPES,                           # record type
-    "faithfulness": FAITHFULNESS_LABELS,              # record faithfulness_labels (multi-label)
-}
 
 
 def prompt_text(record: dict, tokenizer, template: str) -> str:
@@ -136,19 +130,7 @@ def collate(samples: list[dict], pad_id: int) -> dict:
 
 def head_target(record: dict, head: str):
     """The class index (or multi-hot list) a discriminative head is trained to predict."""
-    if head == "binary":
-        value = record.get("label")
-        if value not in (0, 1):
-            raise ValueError(f"record {record.get('id')!r}: the binary head needs label 0 or 1, found {value!r}")
-        return value
-    if head == "anah":
-        if record.get("type") not in SENTENCE_TYPES:
-            raise ValueError(f"record {record.get('id')!r}: the anah head needs type in {list(SENTENCE_TYPES)}")
-        return SENTENCE_TYPES.index(record["type"])
-    if head == "faithfulness":
-        labels = record.get("faithfulness_labels") or []
-        return [int(name in labels) for name in FAITHFULNESS_LABELS]
-    raise ValueError(f"task.head: expected one of {sorted(HEAD_LABELS)}, found {head!r}")
+    return head_of(head).target(record)
 
 
 def encode_classification(record: dict, tokenizer, template: str, head: str) -> dict:

@@ -3,9 +3,8 @@
 A tokenizer's offsets say which characters each token covers. The response's tokens are those
 whose characters lie inside the response's place in the model's input; a response token is
 hallucinated (label 1) when it shares a character with a gold span, else faithful (0); every other
-token (prompt, evidence, special tokens) carries IGNORE_INDEX. Back from the model, the tokens
-judged hallucinated become character spans of the response, a run of consecutive flagged tokens
-becoming one span (the characters between them included).
+token (prompt, evidence, special tokens) carries IGNORE_INDEX. The way back, from token
+probabilities to character spans at a decision threshold, is `eval/thresholds.py::flagged_spans`.
 """
 from __future__ import annotations
 
@@ -27,21 +26,6 @@ def token_labels(n_tokens: int, tokens: list[tuple[int, int, int]], spans: list[
     for t, a, b in tokens:
         labels[t] = int(any(s["start"] < b and a < s["end"] for s in spans))
     return labels
-
-
-def flagged_spans(token_probs: list[list], threshold: float) -> list[list[int]]:
-    """[[start, end], ...] of the response from its tokens' [start, end, probability]: each run of
-    consecutive tokens with probability >= threshold becomes one span."""
-    spans: list[list[int]] = []
-    previous = None
-    for i, (a, b, p) in enumerate(token_probs):
-        if p >= threshold:
-            if previous == i - 1:
-                spans[-1][1] = b
-            else:
-                spans.append([a, b])
-            previous = i
-    return spans
 
 
 def gold_spans(record: dict) -> list[dict]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from configs.schema import NliConfig
 from data_builders.prompts import article_of
 from data_builders.sentences import split_sentences
 
@@ -103,15 +104,15 @@ def hallucination_score(matrix: np.ndarray, method: str, score: str = "contradic
                      f"entailment, found {method!r} / {score!r}")
 
 
-def score_record(model: NLIModel, record: dict, cfg) -> dict:
+def score_record(model: NLIModel, record: dict, nli: NliConfig) -> dict:
     """The record's hallucination score and the map behind it (for reports)."""
     lang = record.get("language", "en")
-    source = segments(article_of(record), lang, cfg.block_chars)
+    source = segments(article_of(record), lang, nli.block_chars)
     output = segments(record["response"], lang, 0) or [record["response"]]
     if not source:
         raise ValueError(f"record {record['id']!r}: empty source, nothing to check the output against")
     matrix = nli_matrix(model, source, output)
-    if cfg.method == "halumap" and cfg.calibrate:
+    if nli.method == "halumap" and nli.calibrate:
         matrix = matrix - self_background(model, source)[:, None, :]
-    return {"score": hallucination_score(matrix, cfg.method, cfg.score),
+    return {"score": hallucination_score(matrix, nli.method, nli.score),
             "per_segment": matrix[..., CON].max(0).round(4).tolist()}

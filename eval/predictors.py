@@ -16,11 +16,10 @@ from transformers import AutoConfig
 
 from configs.schema import EvalConfig, ModelConfig, NliConfig, RagConfig, TaskConfig
 from data_builders.collate import prompt_ids
-from data_builders.token_spans import flagged_spans
 from eval.predict import predict_records, select_eval_records
 from eval.predictions import binary_decision
 from eval.scoring import scorer
-from eval.thresholds import DEFAULT, Threshold, is_hallucinated, resolve_threshold
+from eval.thresholds import DEFAULT, Threshold, flagged_spans, is_hallucinated, resolve_threshold
 from models.annotator import load_annotator
 from models.builders import load_tokenizer, resolve_model_path
 from models.export_spec import AnnotatorSpec
@@ -100,7 +99,7 @@ class AnnotatorPredictor:
         device = "cuda" if torch.cuda.is_available() else "cpu"
         i, t = self.inference, self.task
         self.model = load_annotator(self.path, t.kind, t.head, i.dtype, i.attn_implementation).to(device)
-        if not self.kind.generates and self.task.head == "binary":    # a span annotator's head is binary
+        if self.kind.thresholded(t):
             self._binary_threshold(splits)
 
     def _binary_threshold(self, splits: dict[str, list[dict]]) -> None:

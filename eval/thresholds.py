@@ -22,6 +22,21 @@ def is_hallucinated(score: float, threshold: float = DEFAULT) -> int:
     return int(score >= threshold)
 
 
+def flagged_spans(token_probs: list[list], threshold: float) -> list[list[int]]:
+    """[[start, end], ...] of the response from its tokens' [start, end, probability]: each run of
+    consecutive tokens with probability >= threshold becomes one span."""
+    spans: list[list[int]] = []
+    previous = None
+    for i, (a, b, p) in enumerate(token_probs):
+        if is_hallucinated(p, threshold):
+            if previous == i - 1:
+                spans[-1][1] = b
+            else:
+                spans.append([a, b])
+            previous = i
+    return spans
+
+
 def choose_threshold(gold: list[int], p_hallucinated: list[float]) -> float:
     """The threshold t with the best balanced accuracy; ties go to the one closest to 0.5.
     Candidates lie midway between sorted distinct scores."""

@@ -64,9 +64,7 @@ class AnnotatorSpec:
 
 def write_model_card(directory: str | Path, spec: AnnotatorSpec, held_out: str | None = None) -> None:
     """The export's README.md: what it is, what it was trained on, how it scored, how to run it."""
-    head = "" if kind_of(spec.kind).generates else \
-        " (a label per response token)" if spec.kind == "spans" else f" ({spec.head} head)"
-    lines = [f"# Hallucination annotator: {spec.kind}{head}", "",
+    lines = [f"# Hallucination annotator: {kind_of(spec).card_title(spec)}", "",
              f"- base model: `{spec.base_model}`; curriculum stage `{spec.stage}`",
              f"- training data: `{spec.training.get('source', '?')}`, {spec.training.get('records', '?')} records "
              f"({spec.language})",

@@ -9,30 +9,14 @@ from __future__ import annotations
 
 import logging
 import warnings
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification
 
-from data_builders.collate import HEAD_LABELS
+from data_builders.heads import head_of
 from models.builders import is_encoder, is_encoder_model, torch_dtype
-
-
-@dataclass(frozen=True)
-class HeadSpec:
-    labels: tuple[str, ...]
-    multi_label: bool = False
-
-
-HEADS = {name: HeadSpec(tuple(labels), multi_label=(name == "faithfulness")) for name, labels in HEAD_LABELS.items()}
-
-
-def head_spec(name: str) -> HeadSpec:
-    if name not in HEADS:
-        raise ValueError(f"task.head: expected one of {sorted(HEADS)}, found {name!r}")
-    return HEADS[name]
 
 
 def _label_kwargs(labels: tuple[str, ...]) -> dict:
@@ -75,7 +59,7 @@ def _from_pretrained(auto_class, path: str, **kwargs):
 
 def load_classifier(path: str, head: str, dtype: str = "auto", attn_implementation: str = "sdpa"):
     """A sequence classifier on the decoder or encoder at `path` (a base model or an earlier classifier)."""
-    spec = head_spec(head)
+    spec = head_of(head)
     return _from_pretrained(
         AutoModelForSequenceClassification, path, **_label_kwargs(spec.labels),
         problem_type="multi_label_classification" if spec.multi_label else "single_label_classification",
@@ -87,7 +71,7 @@ def load_token_classifier(path: str, head: str = "binary", dtype: str = "auto", 
     """A token classifier (hallucinated / faithful per token) on the decoder or encoder at `path`. A
     decoder's head reads its hidden states without dropout, as the other heads on decoders do (and as
     sequence-parallel equality needs); an encoder keeps its own classifier dropout."""
-    config = AutoConfig.from_pretrained(path, **_label_kwargs(head_spec("binary").labels))
+    config = AutoConfig.from_pretrained(path, **_label_kwargs(head_of("binary").labels))
     if not is_encoder(path):
         config.classifier_dropout = 0.0
     return _from_pretrained(

@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 
 from data_builders.collate import IGNORE_INDEX
-from models.heads import classification_loss_sum, head_spec
+from data_builders.heads import head_of
+from models.heads import classification_loss_sum
 from models.response_lm import ResponseLM
 
 
@@ -31,7 +32,7 @@ def classifier_loss_sum(model, batch: dict, task, sp_rank: int = 0, **model_kwar
         model_kwargs["token_type_ids"] = batch["token_type_ids"]
     logits = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"],
                    last_index=batch["last_index"], attention_mask=batch.get("attention_mask"), **model_kwargs)
-    loss = classification_loss_sum(logits, batch["labels"], head_spec(task.head).multi_label,
+    loss = classification_loss_sum(logits, batch["labels"], head_of(task.head).multi_label,
                                    list(task.class_weights) if task.class_weights else None, task.focal_gamma)
     counted = sp_rank == 0
     return loss * counted, len(batch["labels"]) * counted

@@ -61,13 +61,13 @@ def test_members_read_as_their_values():
 
 
 def test_registries_hold_exactly_the_members_of_their_set():
+    from data_builders.heads import HEADS
     from data_builders.sources import SOURCES
     from eval.nli import METHODS
     from eval.predictors import PREDICTORS
     from eval.scoring import SCORERS
     from models.attention.hf_ring import IMPLEMENTATIONS
     from models.attention.kernels import KERNELS
-    from models.heads import HEADS
     from train.sequence_parallel import SP_MODES
     from train.tools.plan import GPU_MEMORY_GB
 

@@ -2,7 +2,8 @@
 import pytest
 import torch
 
-from data_builders.collate import HEAD_LABELS, collate_classification, encode_classification, head_target
+from data_builders.collate import collate_classification, encode_classification, head_target
+from data_builders.heads import head_of
 from models.builders import resolve_model_path
 from models.heads import PooledClassifier, classification_loss_sum, last_token_state, load_classifier
 from train.sequence_parallel import shard_batch
@@ -16,7 +17,7 @@ def base_path():
 @pytest.mark.parametrize("head, n", [("binary", 2), ("anah", 4), ("faithfulness", 4)])
 def test_head_shapes(base_path, head, n):
     model = PooledClassifier(load_classifier(base_path, head))
-    assert model.model.config.num_labels == n == len(HEAD_LABELS[head])
+    assert model.model.config.num_labels == n == len(head_of(head).labels)
     ids = torch.randint(3, 100, (3, 17))
     logits = model(ids, torch.arange(17).expand(3, 17), torch.tensor([16, 10, 3]))
     assert logits.shape == (3, n)

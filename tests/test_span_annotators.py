@@ -11,8 +11,9 @@ from transformers import AutoModelForTokenClassification
 from data_builders.pairs import chunk_bounds, pair_inputs, pool_chunks
 from data_builders.ragtruth import import_ragtruth_faithjudge
 from data_builders.schema import read_jsonl, write_jsonl
-from data_builders.token_spans import flagged_spans, labelled_sample, prompt_input
+from data_builders.token_spans import labelled_sample, prompt_input
 from eval.spans import chars
+from eval.thresholds import flagged_spans
 from models.builders import load_tokenizer, resolve_model_path
 from tests.conftest import REPO, shared_data, torchrun
 from tests.test_cross_validation import _records

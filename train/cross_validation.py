@@ -38,7 +38,7 @@ def fold_done(run_dir: Path, i: int) -> bool:
 def train_folds(cfg: DictConfig, info: DistInfo) -> dict | None:
     """Train and evaluate every fold (a finished fold is kept when resuming), then score the pooled
     predictions; the pooled metrics on rank 0, None elsewhere or when a fold stopped early."""
-    run_dir = agree_on_output_dir(cfg, info)
+    cfg, run_dir = agree_on_output_dir(cfg, info)
     folds_dir = run_dir / "folds"
     if not (folds_dir / FOLDS_REPORT).exists():
         on_main_rank(lambda: print(deal_folds(cfg.data, folds_dir), end="", flush=True), info.is_main)

@@ -134,7 +134,7 @@ def check_backbone_config(cfg: DictConfig) -> None:
         return
     where = f"model.name_or_path={cfg.model.name_or_path} is an encoder"
     t = cfg.task
-    if kind_of(t).generates or (t.kind == "discriminative" and t.head != "binary"):
+    if not kind_of(t).on_encoder(t):
         raise DataError(f"{where}: it trains a binary head (task.kind=discriminative task.head=binary) or a span "
                         f"head (task.kind=spans), found task.kind={t.kind} task.head={t.head}")
     if cfg.data.source != "records":
@@ -149,18 +149,12 @@ def check_backbone_config(cfg: DictConfig) -> None:
 
 
 def check_task_config(task: DictConfig) -> None:
-    if task.kind == "spans" and (task.evidence_sentences or task.head != "binary"):
-        raise DataError(f"task.kind=spans labels the response's own tokens: it needs task.evidence_sentences=0 and "
-                        f"task.head=binary, found {task.evidence_sentences} and {task.head}")
-    if task.response_lm and not kind_of(task).generates:
-        raise DataError(f"task.response_lm=true trains the LM head on the response: it needs task.kind=generative, "
-                        f"found {task.kind!r}")
     if task.evidence_sentences < 0:
         raise DataError(f"task.evidence_sentences: expected 0 (the whole source) or k > 0, "
                         f"found {task.evidence_sentences}")
-    if task.evidence_sentences and not kind_of(task).generates and task.head != "binary":
-        raise DataError(f"task.evidence_sentences={task.evidence_sentences} scores a record by its worst sentence: a "
-                        f"discriminative annotator needs task.head=binary, found {task.head!r}")
+    problem = kind_of(task).task_problem(task)
+    if problem:
+        raise DataError(problem)
 
 
 def _evidence_pool(records: list[dict], k: int, unit: str) -> dict:

@@ -9,8 +9,9 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from configs.schema import TaskConfig
 from eval.tracking import Tracker
-from models.kinds import kind_of
+from models.kinds import Kind, kind_of
 from train.checkpoint import save_state
 from train.data import StagePlan
 from train.distributed import DistInfo, all_reduce_sum
@@ -38,7 +39,8 @@ class StageContext:
     stop_at_step: int | None
     progress: bool
     sp_mode: str = "zigzag"
-    task: object = None                  # cfg.task: generative or discriminative
+    task: TaskConfig | None = None       # what is trained (the loss reads its head, weights)
+    kind: Kind | None = None             # the task's kind, looked up once
     zero_stage: int = 3
     packed: bool = False                 # rows of packed samples: the ring backend keeps documents apart
     keep_checkpoints: int | None = None  # mid-stage checkpoints the run keeps (None: all)
@@ -51,8 +53,8 @@ class StageContext:
         """The context of curriculum stage `index`, from the run's config."""
         t = cfg.trainer
         return cls(index, stage.name, stage.max_seq_len, run_dir, info, log, tracker, pad_id, t.save_every,
-                   t.stop_at_step, t.progress, cfg.parallel.sp_mode, cfg.task, cfg.deepspeed.zero_stage,
-                   cfg.data.packing, t.keep_checkpoints)
+                   t.stop_at_step, t.progress, cfg.parallel.sp_mode, cfg.task, kind_of(cfg.task),
+                   cfg.deepspeed.zero_stage, cfg.data.packing, t.keep_checkpoints)
 
 
 def _micro_batch(samples: list[dict], ctx: StageContext) -> tuple[dict, dict, int, int]:
@@ -61,7 +63,7 @@ def _micro_batch(samples: list[dict], ctx: StageContext) -> tuple[dict, dict, in
     With sequence parallelism the ranks of a group take the same samples and each
     keeps its zigzag slice, so counting on the slice counts every token once.
     """
-    kind = kind_of(ctx.task)
+    kind = ctx.kind
     batch = kind.collate(samples, ctx.pad_id)
     if ctx.info.sp_size == 1 and not ctx.packed:
         kwargs, real = {}, sum(len(s["input_ids"]) for s in samples)
@@ -90,7 +92,7 @@ def train_step(engine, samples: list[dict], plan: StagePlan, step: int, ctx: Sta
     lr = engine.get_lr()[0]
     loss_sum, own_norm = 0.0, None
     for i, (batch, kwargs, _, _) in enumerate(micro):
-        loss = kind_of(ctx.task).loss_sum(engine, batch, ctx.task, ctx.info.sp_rank, **kwargs)
+        loss = ctx.kind.loss_sum(engine, batch, ctx.task, ctx.info.sp_rank, **kwargs)
         engine.backward(loss * scale)
         if ctx.zero_stage == 0 and i == len(micro) - 1:   # DeepSpeed reports no norm without ZeRO
             own_norm = _grad_norm(engine.module)

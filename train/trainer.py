@@ -37,8 +37,8 @@ from train.preemption import mark_preempted, stop_after
 from train.run_dir import TrainLog, agree_on_output_dir, continue_command
 
 
-def resume_point(cfg: DictConfig, run_dir: Path, names: list[str]) -> ResumePoint | None:
-    if cfg.resume == "none":
+def resume_point(resume: str, run_dir: Path, names: list[str]) -> ResumePoint | None:
+    if resume == "none":
         return None
     point = find_resume_point(run_dir, names)
     return point if (point.stage_index, point.step) != (0, 0) else None
@@ -53,8 +53,8 @@ def resume_message(point: ResumePoint, names: list[str], run_dir: Path, evaluate
             f"(global step {point.global_step})")
 
 
-def stop_message(cfg: DictConfig, run_dir: Path, global_step: int) -> str:
-    at = cfg.trainer.stop_at_step
+def stop_message(stop_at_step: int | None, run_dir: Path, global_step: int) -> str:
+    at = stop_at_step
     why = f"trainer.stop_at_step={at}" if at is not None and global_step >= at else "a stop request"
     return (f"stopped after global step {global_step} ({why}); the run is not finished. Continue it with:\n"
             f"  {continue_command(run_dir)}")
@@ -78,13 +78,13 @@ def train(cfg: DictConfig, info: DistInfo, continue_dir: Path | None = None) -> 
     """Every stage, then the final evaluation; the metrics on rank 0. `continue_dir`: the directory
     the stop message's command continues (a cross-validation run's, not its fold's)."""
     torch.manual_seed(cfg.trainer.seed)
-    run_dir = agree_on_output_dir(cfg, info)
+    cfg, run_dir = agree_on_output_dir(cfg, info)
     base = resolve_model_path(cfg.model.name_or_path)
     tokenizer = load_tokenizer(base)
     records = prepare_records(cfg, tokenizer, run_dir, info)
     stages = list(cfg.curriculum.stages)
     names = [s.name for s in stages]
-    point = resume_point(cfg, run_dir, names)
+    point = resume_point(cfg.resume, run_dir, names)
     log = TrainLog(run_dir, info.is_main, point.global_step if point else None)
     tracker = Tracker(cfg, to_container(cfg), run_dir, info.is_main)
     if info.is_main:
@@ -102,7 +102,7 @@ def train(cfg: DictConfig, info: DistInfo, continue_dir: Path | None = None) -> 
                                                   point.state_dir if resumed else None)
             if stopped:
                 if info.is_main:
-                    print(stop_message(cfg, continue_dir or run_dir, global_step), flush=True)
+                    print(stop_message(cfg.trainer.stop_at_step, continue_dir or run_dir, global_step), flush=True)
                 return None
             if cfg.eval.enabled and cfg.eval.every_stage and i + 1 < len(stages):
                 _evaluate(cfg, info, run_dir / "eval" / "stages" / f"{i}-{stage.name}", stage_weights(

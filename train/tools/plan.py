@@ -87,7 +87,7 @@ def model_shape(path: str, kind: str = "generative", num_labels: int = 2, dtype:
     layer = (getattr(model.base_model, "layers", None) or model.base_model.encoder.layer)[0]   # decoder | BERT family
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-    wanted = torch.bfloat16 if dtype == "auto" else torch_dtype(dtype)     # auto: bf16 on the GPUs planned for
+    wanted = torch.bfloat16 if dtype in ("auto", "bf16_if_native") else torch_dtype(dtype)   # the GPUs planned for
     return ModelShape(
         params=sum(p.numel() for p in model.parameters()), embed_params=embed.numel(),
         head_params=0 if head is None or head.weight is embed else head.weight.numel(),
@@ -206,11 +206,9 @@ def table(rows: list[StageRow], limit: float, m: ModelShape, lay: Layout) -> str
 
 def run_model_shape(cfg: DictConfig) -> ModelShape:
     from models.builders import resolve_model_path
-    from models.heads import head_spec
-
     kind = kind_of(cfg.task)
-    return model_shape(resolve_model_path(cfg.model.name_or_path), kind.name,
-                       2 if kind.generates else len(head_spec(cfg.task.head).labels), cfg.model.dtype)
+    return model_shape(resolve_model_path(cfg.model.name_or_path), kind.name, len(kind.labels(cfg.task)),
+                       cfg.model.dtype)
 
 
 def host_request_gb(m: ModelShape, lay: Layout) -> int:

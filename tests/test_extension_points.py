@@ -1,0 +1,76 @@
+"""Where each decision lives (docs/design.md), checked over the code's comparisons: what differs by
+task kind is in that kind's module (`models/kinds/`), what differs by head is in its entry of
+`data_builders/heads.py`, and the decision `p >= t` is written once (`eval/thresholds.py`)."""
+import ast
+
+import pytest
+
+from tests.conftest import REPO
+
+PACKAGES = ["slurm", "train", "eval", "models", "data_builders", "configs"]
+KIND_NAMES = {"generative", "discriminative", "spans"}
+
+
+def _name(node) -> str | None:
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+
+
+def _constants(operands) -> list:
+    return [c.value for x in operands for c in ([x] if isinstance(x, ast.Constant) else
+                                                 x.elts if isinstance(x, (ast.Tuple, ast.List, ast.Set)) else [])
+            if isinstance(c, ast.Constant)]
+
+
+def _values(node: ast.Compare) -> list:
+    """What a value is compared with: both sides of == / !=, the container of in / not in (a key
+    looked up in a dict, `"spans" in row`, is no comparison of values)."""
+    if not all(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops):
+        return []
+    membership = any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops)
+    return node.comparators if membership else [node.left, *node.comparators]
+
+
+def _compares_kind(node: ast.Compare) -> bool:
+    operands = [node.left, *node.comparators]
+    return (bool(_values(node)) and any(_name(x) == "kind" and isinstance(x, ast.Attribute) for x in operands)) or \
+        bool(KIND_NAMES & {c for c in _constants(_values(node)) if isinstance(c, str)})
+
+
+def _compares_head(node: ast.Compare) -> bool:
+    operands = [node.left, *node.comparators]
+    return any(_name(x) == "head" for x in operands) and any(isinstance(c, str) for c in _constants(_values(node)))
+
+
+def _thresholds(node: ast.Compare) -> bool:
+    return any(isinstance(op, ast.GtE) for op in node.ops) and _name(node.comparators[-1]) in ("threshold", "t")
+
+
+RULES = {"a task kind compared": (_compares_kind, ("models/kinds/",)),
+         "a head compared": (_compares_head, ("models/kinds/", "data_builders/heads.py")),
+         "the decision p >= t written again": (_thresholds, ("eval/thresholds.py",))}
+
+
+def _offences(source: str, rule) -> list[int]:
+    return [node.lineno for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Compare) and rule(node)]
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_a_decision_is_made_only_in_its_home(rule):
+    check, homes = RULES[rule]
+    found = [f"{path.relative_to(REPO)}:{line}"
+             for package in PACKAGES for path in sorted((REPO / package).rglob("*.py"))
+             if not str(path.relative_to(REPO)).startswith(homes)
+             for line in _offences(path.read_text(encoding="utf-8"), check)]
+    assert not found, f"{rule} outside {homes}: " + ", ".join(found)
+
+
+def test_the_rules_see_what_they_forbid():
+    kind, head, decision = (RULES[r][0] for r in RULES)
+    assert _offences('if task.kind == "spans": pass', kind) == [1]
+    assert _offences('x = name in ("spans", "other")', kind) == [1]
+    assert _offences('x = "spans" in row', kind) == []                  # a key of a row
+    assert _offences('if kind == "linear": pass', kind) == []            # a scheduler's kind
+    assert _offences('if task.head != "binary": pass', head) == [1]
+    assert _offences("x = head is None", head) == []
+    assert _offences("ok = p >= threshold", decision) == [1]
+    assert _offences("ok = p >= thresholds_seen", decision) == []
