@@ -32,9 +32,8 @@ from data_builders.collate import prompt_ids
 from data_builders.pairs import uses_pairs
 from data_builders.schema import TASKS, RecordError, iter_jsonl, read_jsonl, read_jsonl_to_append
 from data_builders.user_errors import reports_user_errors
-from eval.parsers import parse_longnovel_verdict, type_key
-from eval.predictions import anah_decision, binary_decision
 from eval.predictors import AnnotatorPredictor, Inference
+from eval.scoring import scorer
 from models.export_spec import AnnotatorSpec
 
 
@@ -94,52 +93,7 @@ class Annotator:
 
     def output_row(self, rec: dict, pred: dict) -> dict:
         out = {"id": rec["user_id"] if rec["user_id"] is not None else rec["id"]}
-        if self.spec.scorer == "anah":
-            return out | self._anah(rec, pred)
-        return out | self._binary(rec, pred)
-
-    def _anah(self, rec: dict, pred: dict) -> dict:
-        ann = anah_decision(pred)
-        if ann is None:
-            return {"label": None, "spans": [], "unparseable": True, "raw": pred.get("output")}
-        out = {"label": ann.type}
-        if "probs" in pred:
-            out["score"] = max(pred["probs"])
-        flagged = ann.type in ("contradictory", "unverifiable")
-        out["spans"] = [_span(rec["response"], 0, len(rec["response"]), ann.type)] if flagged else []
-        if "output" in pred:
-            out |= {"reference": ann.reference, "correction": ann.correction}
-        return out
-
-    def _binary(self, rec: dict, pred: dict) -> dict:
-        label, _ = binary_decision(pred)
-        if label is None:
-            return {"label": None, "spans": [], "unparseable": True, "raw": pred.get("output")}
-        out = {"label": "hallucinated" if label else "faithful"}
-        if "probs" in pred:
-            out["score"] = pred["probs"][1]
-        verdict = parse_longnovel_verdict(pred.get("output")) if "output" in pred else None
-        detail = next((d for d in verdict.details if isinstance(d, dict)), {}) if verdict else {}
-        out["spans"] = self._flagged(rec, pred, detail) if label else []
-        if label and verdict is not None:
-            out |= {"correction": detail.get("corrected_content"), "reason": detail.get("reason")}
-        return out
-
-    def _flagged(self, rec: dict, pred: dict, detail: dict) -> list[dict]:
-        """The sentences the annotator flags: sentence by sentence, every sentence it judges
-        hallucinated (the predictor's `spans`); from the whole source, the sentence its verdict
-        names, where the response has it."""
-        response, kind = rec["response"], type_key(detail.get("hallucination_type"))
-        if "spans" in pred:
-            chosen = pred.get("flagged_sentence")
-            return [_span(response, a, b, kind if response[a:b] == chosen else None) for a, b in pred["spans"]]
-        named = detail.get("hallucinated_sentence")
-        start = response.find(named) if isinstance(named, str) and named else -1
-        return [_span(response, start, start + len(named), kind)] if start >= 0 else []
-
-
-def _span(response: str, start: int, end: int, kind: str | None = None) -> dict:
-    return {"start": start, "end": end, "text": response[start:end], **({"type": kind} if kind else {})}
+        return out | scorer(self.spec.scorer).annotation(rec, pred)
 
 
 # ---------------------------------------------------------------- the command

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from data_builders.schema import RecordError, iter_jsonl, validate_record
-from eval.spans import SpanError, prediction_spans
+from eval.scorers.spans import SpanError, prediction_spans
 
 PREDICTION_FIELDS = ("output", "label", "probs", "spans")
 

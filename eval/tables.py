@@ -1,7 +1,8 @@
 """Scored runs as flat scalars and small tables, for experiment trackers (W&B) and comparisons."""
 from __future__ import annotations
 
-Table = tuple[list[str], list[list]]
+from eval.scorers.base import Table
+
 RAW_CHARS = 400   # a prediction table keeps the start of each raw output
 
 
@@ -15,28 +16,6 @@ def scalars(metrics: dict, prefix: str = "eval") -> dict[str, float]:
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             out[name] = value
     return out
-
-
-def _rows(groups: dict, keys: tuple[str, ...]) -> list[list]:
-    return [[name, *(stats.get(k) for k in keys)] for name, stats in groups.items()]
-
-
-def longnovel_tables(metrics: dict) -> dict[str, Table]:
-    """Per-bucket Acc / MCC, and per-type and per-position recall."""
-    keys = ("n", "hallu_acc", "nonhallu_acc", "acc", "mcc", "parse_failures")
-    return {"buckets": (["bucket", *keys], _rows({**metrics["by_bucket"], "overall": metrics["overall"]}, keys)),
-            "type_recall": (["type", "n", "recall"], _rows(metrics.get("by_type") or {}, ("n", "recall"))),
-            "position_recall": (["position", "n", "recall"], _rows(metrics.get("by_position") or {}, ("n", "recall")))}
-
-
-def anah_tables(metrics: dict) -> dict[str, Table]:
-    """Scores per language and overall."""
-    keys = ("n", "acc", "f1_weighted", "rougeL", "pre4", "parse_failures")
-    return {"languages": (["language", *keys], _rows({**metrics["by_language"], "all": metrics}, keys))}
-
-
-def no_tables(metrics: dict) -> dict[str, Table]:
-    return {}
 
 
 def tables(scorer, metrics: dict, rows: list[dict]) -> dict[str, Table]:

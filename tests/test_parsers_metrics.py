@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from eval.longnovel import score_longnovel
+from eval.scorers.longnovel import score_longnovel
 from eval.metrics import binary_scores
 from eval.parsers import parse_longnovel_verdict
 

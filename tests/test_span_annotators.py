@@ -12,7 +12,7 @@ from data_builders.pairs import chunk_bounds, pair_inputs, pool_chunks
 from data_builders.ragtruth import import_ragtruth_faithjudge
 from data_builders.schema import read_jsonl, write_jsonl
 from data_builders.token_spans import labelled_sample, prompt_input
-from eval.spans import chars
+from eval.scorers.spans import chars
 from eval.thresholds import flagged_spans
 from models.builders import load_tokenizer, resolve_model_path
 from tests.conftest import REPO, shared_data, torchrun

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from eval.metrics import binary_classification
 from eval.predictions import binary_decision
+from eval.scorers.base import Scorer, Summary, no_plots, no_tables, pct
+from eval.scorers.binary import annotation_row
 
 
 class SpanError(ValueError):
@@ -72,17 +74,22 @@ def score_spans(gold: list[dict], preds: dict[str, dict], bertscore=None) -> tup
     return metrics, rows
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.2f}"
-
-
 def spans_markdown(m: dict) -> list[str]:
     lines = ["| task | n | example P | example R | example F1 | char P | char R | char F1 | parse failures |",
              "|---|---|---|---|---|---|---|---|---|"]
     for name, g in [*(m.get("by_task") or {}).items(), ("all", m)]:
         e, c = g["example"], g["char"]
-        lines.append(f"| {name} | {g['n']} | {_pct(e['precision'])} | {_pct(e['recall'])} | {_pct(e['f1'])} | "
-                     f"{_pct(c['precision'])} | {_pct(c['recall'])} | {_pct(c['f1'])} | {e['parse_failures']} |")
+        lines.append(f"| {name} | {g['n']} | {pct(e['precision'])} | {pct(e['recall'])} | {pct(e['f1'])} | "
+                     f"{pct(c['precision'])} | {pct(c['recall'])} | {pct(c['f1'])} | {e['parse_failures']} |")
     return lines + ["", "Example level: a response is hallucinated when it has a span (or as its label says). "
                     "Character level: the overlap of predicted and gold span characters, pooled over all "
                     "responses."]
+
+
+def spans_summary(m: dict) -> Summary:
+    e = m["example"]
+    return Summary(m["n"], m["parse_failures"], e["acc"], e["mcc"], {}, None)
+
+
+SCORER = Scorer("spans", "Hallucinated spans", ("spans",), score_spans, spans_markdown, no_plots, no_tables, (0, 1),
+                spans_summary, annotation_row, " (1 = the response has a span)")

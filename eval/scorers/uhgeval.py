@@ -7,7 +7,9 @@ items with a pair is shown beside it.
 """
 from __future__ import annotations
 
-from eval.spans import prediction_spans
+from eval.scorers.base import Scorer, Summary, no_plots, no_tables
+from eval.scorers.binary import annotation_row
+from eval.scorers.spans import prediction_spans
 
 
 def balanced_keywords(keywords: list[dict]) -> list[dict]:
@@ -47,3 +49,11 @@ def uhgeval_markdown(m: dict) -> list[str]:
             "| without prediction |", "|---|---|---|---|---|---|",
             f"| {m['n']} | {100 * m['acc']:.2f} | {m['n_paired']} | {acc} | {m['keywords_per_item']:.3f} | "
             f"{m['parse_failures']} |"]
+
+
+def uhgeval_summary(m: dict) -> Summary:
+    return Summary(m["n"], m["parse_failures"], m["acc"], None, {}, None)
+
+
+SCORER = Scorer("uhgeval", "UHGEval keyword-level judgement", ("spans",), score_uhgeval, uhgeval_markdown, no_plots,
+                no_tables, (0, 1), uhgeval_summary, annotation_row, " (1 = some span predicted)", unit_threshold=True)

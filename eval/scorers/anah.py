@@ -10,6 +10,7 @@ from data_builders.anah import annotation_target, reference_of
 from data_builders.schema import SENTENCE_TYPES
 from eval.metrics import anah_ngram_precision, multiclass_scores, rouge_l
 from eval.predictions import anah_decision
+from eval.scorers.base import Scorer, Summary, Table, no_plots, pct, span, table_rows
 
 GOLD_TEMPLATE = "anah_a5"   # tag order of the gold text when a record keeps no released annotation
 
@@ -74,3 +75,56 @@ def score_anah(gold: list[dict], preds: dict[str, dict], bertscore=None) -> tupl
         metrics["by_test_group"] = {g: _scores([r for r in rows if r["test_group"] == g]) for g in groups}
     metrics["missing_ids"] = [r["id"] for r in gold if r["id"] not in preds]
     return metrics, rows
+
+
+def anah_markdown(m: dict) -> list[str]:
+    lines = ["| split | n | Acc. | F1 (weighted) | RougeL | BERTScore | Pre4 | parse failures |",
+             "|---|---|---|---|---|---|---|---|"]
+    groups = [(f"unseen {g.split('_')[1]}", v) for g, v in m.get("by_test_group", {}).items()]
+    for name, s in [*m["by_language"].items(), *groups, ("all", m)]:
+        lines.append(f"| {name} | {s['n']} | {pct(s['acc'])} | {pct(s['f1_weighted'])} | {pct(s['rougeL'])} | "
+                     f"{pct(s.get('bertscore_f1'))} | {pct(s['pre4'])} | {s['parse_failures']} |")
+    support = m.get("support") or {}
+    if support:
+        majority = max(support, key=support.get)
+        lines += ["", "| gold type | n | recall |", "|---|---|---|"]
+        lines += [f"| {t} | {support[t]} | {pct(m['recall_by_type'][t])} |" for t in support]
+        lines += ["", f"Majority class: {majority} ({pct(support[majority] / m['n'])}% of the records); "
+                  f"accuracy {pct(m['acc'])}%."]
+    return lines + ["", "RougeL and BERTScore compare the generated annotation with the gold annotation text (jieba "
+                    "words for Chinese); Pre4 is ANAH's 4-gram precision of the predicted reference fragments against "
+                    "the document shown (characters for Chinese, words for English)."]
+
+
+def anah_tables(metrics: dict) -> dict[str, Table]:
+    """Scores per language and overall."""
+    keys = ("n", "acc", "f1_weighted", "rougeL", "pre4", "parse_failures")
+    return {"languages": (["language", *keys], table_rows({**metrics["by_language"], "all": metrics}, keys))}
+
+
+def anah_summary(m: dict) -> Summary:
+    support = m.get("support") or {}
+    return Summary(m.get("n") or 0, m.get("parse_failures", 0), m.get("acc"), None,
+                   {t: (r, support.get(t)) for t, r in (m.get("recall_by_type") or {}).items()},
+                   max(support.values()) / sum(support.values()) if support else None)
+
+
+def annotation_row(rec: dict, pred: dict) -> dict:
+    """`eval.annotate`'s fields for an ANAH sentence: its type (the whole sentence is the span of a
+    contradictory or unverifiable one), a head's score, a generative annotator's reference and
+    correction."""
+    ann = anah_decision(pred)
+    if ann is None:
+        return {"label": None, "spans": [], "unparseable": True, "raw": pred.get("output")}
+    out = {"label": ann.type}
+    if "probs" in pred:
+        out["score"] = max(pred["probs"])
+    flagged = ann.type in ("contradictory", "unverifiable")
+    out["spans"] = [span(rec["response"], 0, len(rec["response"]), ann.type)] if flagged else []
+    if "output" in pred:
+        out |= {"reference": ann.reference, "correction": ann.correction}
+    return out
+
+
+SCORER = Scorer("anah", "ANAH sentence annotation", ("type",), score_anah, anah_markdown, no_plots, anah_tables,
+                tuple(SENTENCE_TYPES), anah_summary, annotation_row)

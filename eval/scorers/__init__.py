@@ -1,0 +1,20 @@
+"""The scorers (`task.scorer`), one module each (`longnovel`, `binary`, `anah`, `spans`, `uhgeval`):
+how predictions are scored against gold records, how the scores are shown (report lines, plots, W&B
+tables), what `train.tools.check_run` reads of them, and the fields `eval.annotate` writes for a
+prediction (`base.Scorer`). A new benchmark's scorer is one new module and one entry of `SCORERS`.
+"""
+from __future__ import annotations
+
+from configs.choices import Scorer as ScorerName
+from eval.scorers import anah, binary, longnovel, spans, uhgeval
+from eval.scorers.base import Scorer, Summary
+
+SCORERS: dict[str, Scorer] = {
+    ScorerName.longnovel: longnovel.SCORER,
+    ScorerName.binary: binary.SCORER,
+    ScorerName.anah: anah.SCORER,
+    ScorerName.spans: spans.SCORER,
+    ScorerName.uhgeval: uhgeval.SCORER,
+}
+
+__all__ = ["SCORERS", "Scorer", "Summary"]

@@ -1,0 +1,69 @@
+"""What every scorer provides (`Scorer`), what `train.tools.check_run` reads of any scored run
+(`Summary`), and the formatting its reports share."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+Table = tuple[list[str], list[list]]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What `train.tools.check_run` can check of any scored run."""
+    n: int
+    parse_failures: int
+    acc: float | None
+    mcc: float | None
+    recall_by_type: dict            # type -> (recall, how many gold records of it)
+    majority: float | None          # the majority class's share (where the classes are unbalanced)
+
+
+@dataclass(frozen=True)
+class Scorer:
+    name: str
+    title: str                       # the report's heading
+    gold_fields: tuple[str, ...]     # what every gold record must carry
+    score: Callable                  # (gold, predictions by id, bertscore) -> (metrics, per-record rows)
+    markdown: Callable               # metrics -> report lines
+    plots: Callable                  # (metrics, rows, out_dir) -> PNG names beyond the confusion matrix
+    tables: Callable                 # metrics -> W&B tables beyond the predictions
+    labels: tuple                    # the confusion matrix's classes
+    summary: Callable                # metrics -> Summary (what train.tools.check_run checks)
+    annotation: Callable             # (record, prediction row) -> `eval.annotate`'s output fields
+    labels_note: str = ""
+    unit_threshold: bool = False     # it judges spans, not responses: a sentence-level annotator's decision
+                                     # threshold is chosen on its units' labels (UHGEval: every response has one)
+
+
+def pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.2f}"
+
+
+def num(x, digits=4) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def no_plots(m: dict, rows: list[dict], out: Path) -> list[str]:
+    return []
+
+
+def no_tables(metrics: dict) -> dict[str, Table]:
+    return {}
+
+
+def table_rows(groups: dict, keys: tuple[str, ...]) -> list[list]:
+    return [[name, *(stats.get(k) for k in keys)] for name, stats in groups.items()]
+
+
+def detection_summary(m: dict) -> Summary:
+    """LongNovel (`overall`, `by_type` per injected type) and binary (flat) metrics."""
+    o = m.get("overall", m)
+    return Summary(o.get("n") or 0, o.get("parse_failures", 0), o.get("acc"), o.get("mcc"),
+                   {t: (v.get("recall"), v.get("n")) for t, v in (m.get("by_type") or {}).items()}, None)
+
+
+def span(response: str, start: int, end: int, kind: str | None = None) -> dict:
+    """An output span of `eval.annotate`: `[start, end)` of the response, its text and type."""
+    return {"start": start, "end": end, "text": response[start:end], **({"type": kind} if kind else {})}
