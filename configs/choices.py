@@ -30,7 +30,7 @@ def _choice(name: str, values: str) -> type[Choice]:
 
 TaskKind = _choice("TaskKind", "generative discriminative spans")
 Head = _choice("Head", "binary anah faithfulness")
-Scorer = _choice("Scorer", "longnovel anah binary spans uhgeval")
+Scorer = _choice("Scorer", "longnovel anah binary spans uhgeval summedits")
 DataSource = _choice("DataSource", "embedded anah_embedded records longnovel_released mixture")
 SpMode = _choice("SpMode", "zigzag zigzag_varlen")
 RingImpl = _choice("RingImpl", "ring ring_flash_attn")

@@ -107,6 +107,8 @@ class DataConfig:
     folds: int = 0                        # > 0 (data.source=records): k-fold cross-validation grouped by source over
                                           # every record of data.root, all folds in one launch (train/cross_validation)
     fold_val_fraction: float = 0.1        # share of a fold's training sources held out for its decision threshold
+    fold_by: str = "source"               # what a fold's test part holds whole: "source", or a meta field such as
+                                          # "domain" (data.folds = the number of domains: leave one domain out)
 
 
 @dataclass

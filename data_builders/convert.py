@@ -7,6 +7,7 @@
     python -m data_builders.convert ragtruth response.jsonl source_info.jsonl --out DIR
     python -m data_builders.convert ragtruth_faithjudge ragtruth_summary.jsonl ragtruth_qa.jsonl ... --out DIR
     python -m data_builders.convert uhgeval dataset_uhgeval_concise.jsonl --out DIR
+    python -m data_builders.convert summedits summedits_news.json summedits_samsum.json ... --out DIR
     python -m data_builders.convert hallumix hallumix.jsonl --out DIR
 
 DIR receives `<split>.jsonl` (datasets without splits go to `--split`, default test) and
@@ -22,11 +23,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from data_builders import anah_released, faithbench, hallumix, halueval, ragtruth, uhgeval
+from data_builders import anah_released, faithbench, hallumix, halueval, ragtruth, summedits, uhgeval
 from data_builders.importer import IMPORTERS
 from data_builders.schema import write_jsonl
 
-IMPORTER_MODULES = (anah_released, faithbench, hallumix, halueval, ragtruth, uhgeval)   # each registers its own
+# each module registers its importers when imported
+IMPORTER_MODULES = (anah_released, faithbench, hallumix, halueval, ragtruth, summedits, uhgeval)
 
 
 class ConvertError(ValueError):

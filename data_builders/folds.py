@@ -27,14 +27,30 @@ def source_key(rec: dict) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 
-def grouped_folds(records: list[dict], k: int, seed: int = 0, val_fraction: float = 0.1) -> list[dict[str, list]]:
-    """k folds of {train, val, test}; the sources are dealt to test parts largest first, each to the
-    fold with the fewest records so far, in a seeded order."""
+def group_key(by: str):
+    """The key that keeps records together in a test part: their source, or a field of their `meta`."""
+    if by == "source":
+        return source_key
+
+    def meta_field(rec: dict) -> str:
+        value = (rec.get("meta") or {}).get(by)
+        if value is None:
+            raise ValueError(f"data.fold_by={by}: record {rec.get('id')!r} has no meta.{by}")
+        return str(value)
+    return meta_field
+
+
+def grouped_folds(records: list[dict], k: int, seed: int = 0, val_fraction: float = 0.1,
+                  by: str = "source") -> list[dict[str, list]]:
+    """k folds of {train, val, test}; the groups (sources, or the values of `meta.<by>`) are dealt to
+    test parts largest first, each to the fold with the fewest records so far, in a seeded order. A
+    fold's val part is `val_fraction` of its other sources (whatever `by`)."""
     groups: dict[str, list[dict]] = {}
     for rec in records:
-        groups.setdefault(source_key(rec), []).append(rec)
+        groups.setdefault(group_key(by)(rec), []).append(rec)
     if not 2 <= k <= len(groups):
-        raise ValueError(f"--k {k}: expected 2 <= k <= the number of sources ({len(groups)})")
+        noun = "sources" if by == "source" else f"values of meta.{by}"
+        raise ValueError(f"--k {k}: expected 2 <= k <= the number of {noun} ({len(groups)})")
     keys = sorted(groups)
     random.Random(seed).shuffle(keys)
     keys.sort(key=lambda g: -len(groups[g]))            # stable: the shuffle breaks ties
@@ -44,24 +60,31 @@ def grouped_folds(records: list[dict], k: int, seed: int = 0, val_fraction: floa
         f = sizes.index(min(sizes))
         test_keys[f].append(g)
         sizes[f] += len(groups[g])
-    folds = []
-    for f in range(k):
-        rest = [g for i in range(k) if i != f for g in test_keys[i]]
-        random.Random(f"{seed}:{f}").shuffle(rest)
-        n_val = round(val_fraction * len(rest))
-        parts = {"train": rest[n_val:], "val": rest[:n_val], "test": test_keys[f]}
-        folds.append({name: [rec for g in gs for rec in groups[g]] for name, gs in parts.items()})
-    return folds
+    return [_fold([rec for g in test_keys[f] for rec in groups[g]],
+                  [rec for i in range(k) if i != f for g in test_keys[i] for rec in groups[g]],
+                  val_fraction, f"{seed}:{f}") for f in range(k)]
 
 
-def write_folds(folds: list[dict[str, list]], out: Path) -> str:
+def _fold(test: list[dict], rest: list[dict], val_fraction: float, seed: str) -> dict[str, list]:
+    """A fold: its test part, and the other records' sources split into train and val."""
+    sources: dict[str, list[dict]] = {}
+    for rec in rest:
+        sources.setdefault(source_key(rec), []).append(rec)
+    keys = list(sources)
+    random.Random(seed).shuffle(keys)
+    n_val = round(val_fraction * len(keys))
+    return {"train": [r for g in keys[n_val:] for r in sources[g]],
+            "val": [r for g in keys[:n_val] for r in sources[g]], "test": test}
+
+
+def write_folds(folds: list[dict[str, list]], out: Path, by: str = "source") -> str:
     lines = []
     for i, fold in enumerate(folds):
         d = out / f"fold_{i}"
         d.mkdir(parents=True, exist_ok=True)
         counts = {name: write_jsonl(d / f"{name}.jsonl", rows) for name, rows in fold.items() if rows}
         lines.append(f"fold_{i}: " + ", ".join(f"{n} {name}" for name, n in counts.items()))
-    text = f"{len(folds)} folds grouped by source\n" + "\n".join(lines) + "\n"
+    text = f"{len(folds)} folds grouped by {'source' if by == 'source' else 'meta.' + by}\n" + "\n".join(lines) + "\n"
     (out / "folds_report.txt").write_text(text, encoding="utf-8")
     return text
 
@@ -88,15 +111,17 @@ def check_folds_config(d: DataConfig) -> None:
         raise ValueError(f"data.folds={d.folds} needs data.root=<a directory of records files>, found {d.root!r}")
     if not 0 <= d.fold_val_fraction < 1:
         raise ValueError(f"data.fold_val_fraction: expected 0 <= x < 1, found {d.fold_val_fraction}")
-    sources = {source_key(rec) for path in pooled_files(Path(d.root)) for rec in read_records(path)}
-    if not 2 <= d.folds <= len(sources):
-        raise ValueError(f"data.folds={d.folds}: expected 2 <= k <= the number of sources in {d.root} ({len(sources)})")
+    key = group_key(d.fold_by)
+    groups = {key(rec) for path in pooled_files(Path(d.root)) for rec in read_records(path)}
+    noun = "sources" if d.fold_by == "source" else f"values of meta.{d.fold_by}"
+    if not 2 <= d.folds <= len(groups):
+        raise ValueError(f"data.folds={d.folds}: expected 2 <= k <= the number of {noun} in {d.root} ({len(groups)})")
 
 
 def deal_folds(d: DataConfig, out: Path) -> str:
     """The folds of a `data.folds` run, written as records directories under `out`; their report."""
     records = [rec for path in pooled_files(Path(d.root)) for rec in read_records(path)]
-    return write_folds(grouped_folds(records, d.folds, SEED, d.fold_val_fraction), out)
+    return write_folds(grouped_folds(records, d.folds, SEED, d.fold_val_fraction, d.fold_by), out, d.fold_by)
 
 
 @reports_user_errors("data_builders.folds")
@@ -107,9 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--seed", type=int, default=SEED)
     p.add_argument("--val-fraction", type=float, default=0.1, help="share of a fold's training sources held out")
+    p.add_argument("--by", default="source", help="what a test part holds whole: source, or a meta field (domain)")
     args = p.parse_args(argv)
     records = [rec for path in args.records for rec in read_records(path)]
-    print(write_folds(grouped_folds(records, args.k, args.seed, args.val_fraction), args.out), end="")
+    print(write_folds(grouped_folds(records, args.k, args.seed, args.val_fraction, args.by), args.out, args.by), end="")
     return 0
 
 

@@ -19,7 +19,8 @@ RECORD = {"id": "r1", "task": "summarization", "language": "zh", "source": "原�
 
 def _write_data(root, source: str, folds: int) -> None:
     if folds:                  # a converted benchmark: one test file, a source per fold at least
-        write_jsonl(root / "test.jsonl", [dict(RECORD, id=f"r{i}", source=f"原文{i}。") for i in range(folds)])
+        write_jsonl(root / "test.jsonl", [dict(RECORD, id=f"r{i}", source=f"原文{i}。", meta={"domain": f"d{i}"})
+                                          for i in range(folds)])
         return
     row = released_row(RECORD) if source == "longnovel_released" else RECORD
     for split in ("train", "test"):

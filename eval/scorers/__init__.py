@@ -1,4 +1,5 @@
-"""The scorers (`task.scorer`), one module each (`longnovel`, `binary`, `anah`, `spans`, `uhgeval`):
+"""The scorers (`task.scorer`), one module each (`longnovel`, `binary`, `anah`, `spans`, `uhgeval`,
+`summedits`):
 how predictions are scored against gold records, how the scores are shown (report lines, plots, W&B
 tables), what `train.tools.check_run` reads of them, and the fields `eval.annotate` writes for a
 prediction (`base.Scorer`). A new benchmark's scorer is one new module and one entry of `SCORERS`.
@@ -6,7 +7,7 @@ prediction (`base.Scorer`). A new benchmark's scorer is one new module and one e
 from __future__ import annotations
 
 from configs.choices import Scorer as ScorerName
-from eval.scorers import anah, binary, longnovel, spans, uhgeval
+from eval.scorers import anah, binary, longnovel, spans, summedits, uhgeval
 from eval.scorers.base import Scorer, Summary
 
 SCORERS: dict[str, Scorer] = {
@@ -15,6 +16,7 @@ SCORERS: dict[str, Scorer] = {
     ScorerName.anah: anah.SCORER,
     ScorerName.spans: spans.SCORER,
     ScorerName.uhgeval: uhgeval.SCORER,
+    ScorerName.summedits: summedits.SCORER,
 }
 
 __all__ = ["SCORERS", "Scorer", "Summary"]

@@ -1,0 +1,93 @@
+"""Scoring SummEdits (factualNLG's benchmark): balanced accuracy per domain, and overall as the
+benchmark's table gives it, the mean of the domains' balanced accuracies; beside them the published
+systems on the same domains. A record's domain is `meta.domain` (the importer's, from the file name).
+"""
+from __future__ import annotations
+
+from eval.metrics import binary_classification
+from eval.predictions import binary_decision
+from eval.scorers.base import Scorer, Summary, no_plots, no_tables, pct
+from eval.scorers.binary import annotation_row
+
+DOMAINS = ("samsum", "news", "sales_call", "scitldr", "qmsumm", "ectsum")   # the released files' names
+# Balanced accuracy of the published systems (factualNLG's README, 2023-12-14) on these domains, in
+# DOMAINS order, then their overall over all 10 of the benchmark's domains.
+PUBLISHED = (
+    ("Llama2-7b", (50.0, 50.6, 50.9, 50.0, 50.7, 51.4, 50.4)),
+    ("Dav001", (51.0, 54.4, 55.5, 51.0, 50.1, 50.9, 51.9)),
+    ("DAE", (58.7, 60.9, 50.4, 54.7, 52.0, 58.3, 55.2)),
+    ("Cohere-cmd-xl", (51.3, 52.6, 60.2, 60.5, 54.5, 60.5, 55.3)),
+    ("Vicuna-13b", (51.3, 63.5, 57.9, 59.7, 54.0, 62.4, 56.1)),
+    ("SummaCConv", (53.1, 61.9, 59.0, 59.7, 53.5, 57.9, 57.1)),
+    ("Mistral-7b", (56.7, 59.8, 63.4, 59.6, 55.9, 63.7, 57.8)),
+    ("Llama2-13b", (57.2, 59.3, 63.1, 63.4, 56.5, 61.4, 58.4)),
+    ("Claudev13", (64.5, 63.4, 61.3, 57.8, 56.9, 68.1, 59.9)),
+    ("Dav002", (57.1, 61.9, 65.1, 64.6, 60.6, 66.2, 60.1)),
+    ("Bard", (61.3, 71.6, 73.3, 66.0, 53.9, 72.7, 63.6)),
+    ("QAFactEval", (66.2, 74.4, 68.4, 67.5, 62.4, 72.6, 65.5)),
+    ("PaLM-bison", (69.0, 68.4, 74.4, 78.1, 70.4, 72.4, 69.0)),
+    ("Dav003", (67.6, 71.0, 78.8, 74.4, 72.2, 77.8, 70.6)),
+    ("CGPT", (69.1, 74.4, 79.4, 75.6, 69.2, 78.6, 71.2)),
+    ("Claudev2", (75.4, 75.5, 81.0, 78.1, 74.8, 79.2, 73.6)),
+    ("Claudev21", (75.7, 77.2, 82.0, 78.6, 72.7, 77.1, 74.4)),
+    ("Gemini-pro", (75.7, 77.6, 86.9, 77.6, 74.0, 83.1, 75.5)),
+    ("GPT4", (83.1, 83.3, 87.9, 82.4, 79.6, 87.0, 82.1)),
+    ("Human Perf.", (89.4, 90.0, 91.8, 89.3, 90.7, 95.4, 90.9)),
+)
+
+
+def _domain(rec: dict) -> str:
+    return (rec.get("meta") or {}).get("domain") or "unknown"
+
+
+def score_summedits(gold: list[dict], preds: dict[str, dict], bertscore=None) -> tuple[dict, list[dict]]:
+    """Metrics and per-record rows; a gold id without a prediction counts as a parse failure (the
+    opposite of its label)."""
+    rows = []
+    for rec in gold:
+        pred, _ = binary_decision(preds.get(rec["id"]))
+        raw = preds.get(rec["id"], {})
+        rows.append({"id": rec["id"], "gold": rec["label"], "pred": pred, "correct": pred == rec["label"],
+                     "domain": _domain(rec), "raw": raw.get("output", raw.get("probs"))})
+    by_domain = {}
+    for d in sorted({r["domain"] for r in rows}, key=lambda d: (d not in DOMAINS, DOMAINS.index(d) if d in DOMAINS
+                                                                  else 0, d)):
+        sub = [r for r in rows if r["domain"] == d]
+        by_domain[d] = binary_classification([r["gold"] for r in sub], [r["pred"] for r in sub])
+    pooled = binary_classification([r["gold"] for r in rows], [r["pred"] for r in rows])
+    metrics = {"n": len(rows), "parse_failures": pooled["parse_failures"],
+               "balanced_acc": sum(m["balanced_acc"] for m in by_domain.values()) / len(by_domain),
+               "pooled": pooled, "by_domain": by_domain,
+               "missing_ids": [r["id"] for r in gold if r["id"] not in preds]}
+    return metrics, rows
+
+
+def summedits_markdown(m: dict) -> list[str]:
+    domains = list(m["by_domain"])
+    lines = ["| domain | n | balanced acc. | F1 (inconsistent) | MCC | parse failures |", "|---|---|---|---|---|---|"]
+    for d, s in m["by_domain"].items():
+        lines.append(f"| {d} | {s['n']} | {pct(s['balanced_acc'])} | {pct(s['f1'])} | {s['mcc']:.4f} | "
+                     f"{s['parse_failures']} |")
+    lines.append(f"| overall (mean of the domains) | {m['n']} | {pct(m['balanced_acc'])} | | | {m['parse_failures']} |")
+    known = [d for d in domains if d in DOMAINS]
+    if not known:
+        return lines
+    lines += ["", "Published systems on the same domains (balanced accuracy; flagging everything scores 50.00):", "",
+              "| system | " + " | ".join(known) + " | mean of these | overall (10 domains) |",
+              "|---" * (len(known) + 3) + "|",
+              "| **this run** | " + " | ".join(pct(m["by_domain"][d]["balanced_acc"]) for d in known) +
+              f" | {pct(sum(m['by_domain'][d]['balanced_acc'] for d in known) / len(known))} | |"]
+    for name, values in PUBLISHED:
+        per = [values[DOMAINS.index(d)] for d in known]
+        lines.append(f"| {name} | " + " | ".join(f"{v:.1f}" for v in per) +
+                     f" | {sum(per) / len(per):.2f} | {values[-1]:.1f} |")
+    return lines
+
+
+def summedits_summary(m: dict) -> Summary:
+    return Summary(m["n"], m["parse_failures"], m["balanced_acc"], m["pooled"]["mcc"], {}, None)
+
+
+SCORER = Scorer("summedits", "SummEdits: consistent or not, per domain", ("label",), score_summedits,
+                summedits_markdown, no_plots, no_tables, (0, 1), summedits_summary, annotation_row,
+                " (1 = inconsistent)")

@@ -1,0 +1,89 @@
+"""SummEdits: the importer on the released files (their published counts per domain), leave one
+domain out, and the benchmark's protocol (balanced accuracy per domain, overall as their mean)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from data_builders.folds import grouped_folds, source_key
+from data_builders.schema import read_jsonl
+from eval.scoring import scorer
+from tests.conftest import REPO, shared_data
+
+# factualNLG's README: summaries (documents) per domain of the six released here
+PUBLISHED_COUNTS = {"news": (819, 25), "qmsumm": (431, 16), "sales_call": (520, 18), "samsum": (664, 22),
+                    "scitldr": (466, 17), "ectsum": (668, 22)}
+
+
+def _convert(*args):
+    return subprocess.run([sys.executable, "-m", "data_builders.convert", "summedits", *map(str, args)],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
+
+
+def test_the_released_domains_import_with_their_published_counts(tmp_path):
+    root = shared_data("summedits")
+    done = _convert(*sorted(root.glob("summedits_*.json")), "--out", tmp_path)
+    assert done.returncode == 0, done.stderr
+    records = read_jsonl(tmp_path / "test.jsonl")
+    for domain, (n, docs) in PUBLISHED_COUNTS.items():
+        mine = [r for r in records if r["meta"]["domain"] == domain]
+        assert (len(mine), len({r["meta"]["doc_id"] for r in mine})) == (n, docs), domain
+    released = {r["id"]: r for r in json.loads((root / "summedits_news.json").read_text())}
+    for rec in records:
+        if rec["meta"]["domain"] == "news":
+            raw = released[rec["id"].removeprefix("summedits-news-")]
+            assert rec["label"] == 1 - raw["label"] and rec["response"] == raw["summary"]   # 0 = inconsistent
+    assert f"{len(records)} records ({sum(r['label'] for r in records)} hallucinated" in done.stdout
+
+
+def _sample(domain: str, i: int, label: int) -> dict:
+    return {"id": f"{domain}{i}", "doc": f"Document {i % 3} of {domain}.", "summary": f"Summary {i}.", "label": label,
+            "split": "test", "edit_types": [], "original_summary": "Summary."}
+
+
+@pytest.mark.parametrize("name, content, expected", [
+    ("summedits_news.json", [{"id": "a", "doc": "d", "summary": "s", "label": 2}], "expected label 0"),
+    ("summedits_news.json", [{"id": "a", "doc": "d", "label": 1}], "field 'summary'"),
+    ("news.json", [_sample("news", 0, 1)], "expected a file named summedits_<domain>.json"),
+])
+def test_a_bad_file_is_refused_naming_what_is_wrong(tmp_path, name, content, expected):
+    (tmp_path / name).write_text(json.dumps(content))
+    done = _convert(tmp_path / name, "--out", tmp_path / "out")
+    assert done.returncode == 1 and expected in done.stderr and "Traceback" not in done.stderr
+
+
+def test_leave_one_domain_out_holds_each_domain_whole_in_one_test_part(tmp_path):
+    files = []
+    for domain in ("news", "samsum", "scitldr"):
+        files.append(tmp_path / f"summedits_{domain}.json")
+        files[-1].write_text(json.dumps([_sample(domain, i, i % 2) for i in range(12)]))
+    assert _convert(*files, "--out", tmp_path / "out").returncode == 0
+    records = read_jsonl(tmp_path / "out" / "test.jsonl")
+    folds = grouped_folds(records, 3, val_fraction=0.2, by="domain")
+    assert sorted(next(iter({r["meta"]["domain"] for r in f["test"]})) for f in folds) == ["news", "samsum", "scitldr"]
+    for fold in folds:
+        test_domains = {r["meta"]["domain"] for r in fold["test"]}
+        assert len(test_domains) == 1 and len(fold["test"]) == 12
+        assert not test_domains & {r["meta"]["domain"] for part in ("train", "val") for r in fold[part]}
+        assert fold["val"] and not {source_key(r) for r in fold["val"]} & {source_key(r) for r in fold["train"]}
+    with pytest.raises(ValueError, match="expected 2 <= k <= the number of values of meta.domain"):
+        grouped_folds(records, 4, by="domain")
+
+
+def test_balanced_accuracy_per_domain_and_overall_as_their_mean():
+    gold = [{"id": f"{d}{i}", "label": lab, "meta": {"domain": d}}
+            for d, labels in (("news", [1, 1, 0, 0]), ("samsum", [1, 0, 0, 0])) for i, lab in enumerate(labels)]
+    preds = {"news0": {"label": 1}, "news1": {"label": 0}, "news2": {"label": 0}, "news3": {"label": 0},
+             "samsum0": {"label": 1}, "samsum1": {"label": 1}, "samsum2": {"label": 0}}      # samsum3: missing
+    s = scorer("summedits")
+    metrics, rows = s.score(gold, preds)
+    # news: recall 1/2, specificity 2/2 -> 0.75; samsum: 1/1 and 1/3 (the missing one counts as wrong) -> 2/3
+    assert metrics["by_domain"]["news"]["balanced_acc"] == pytest.approx(0.75)
+    assert metrics["by_domain"]["samsum"]["balanced_acc"] == pytest.approx(2 / 3)
+    assert metrics["balanced_acc"] == pytest.approx((0.75 + 2 / 3) / 2)
+    assert metrics["missing_ids"] == ["samsum3"] and metrics["parse_failures"] == 1
+    text = "\n".join(s.markdown(metrics))
+    assert "| SummaCConv | 53.1 | 61.9 | 57.50 | 57.1 |" in text        # samsum, news, their mean, all 10
+    assert "| **this run** | 66.67 | 75.00 | 70.83 |" in text
+    assert s.summary(metrics).acc == pytest.approx(metrics["balanced_acc"])
