@@ -19,7 +19,14 @@ from data_builders.collate import prompt_ids
 from eval.predict import predict_records, select_eval_records
 from eval.predictions import binary_decision
 from eval.scoring import scorer
-from eval.thresholds import DEFAULT, Threshold, flagged_spans, is_hallucinated, resolve_threshold
+from eval.thresholds import (
+    DEFAULT,
+    Threshold,
+    choose_span_threshold,
+    flagged_spans,
+    is_hallucinated,
+    resolve_threshold,
+)
 from models.annotator import load_annotator
 from models.builders import load_tokenizer, resolve_model_path
 from models.export_spec import AnnotatorSpec
@@ -112,10 +119,18 @@ class AnnotatorPredictor:
             units = [u for r in val for u in evidence_records(r, t.evidence_sentences, unit=t.evidence_unit)]
             chosen = resolve_threshold(None, stored, units, lambda recs: [
                 row["probs"][1] for row in self._predicted(recs, progress=False)], what=f"{t.evidence_unit}s")
+        elif self.kind.name == "spans" and scorer(t.scorer).name == "spans":     # scored by character F1
+            chosen = resolve_threshold(None, stored, val, None, choose=self._span_threshold,
+                                       objective="character F1")
         else:
             chosen = resolve_threshold(None, stored, val,
                                        lambda recs: [row["probs"][1] for row in self.rows(recs, progress=False)])
         self.threshold, self.threshold_source = chosen.value, chosen.source
+
+    def _span_threshold(self, records: list[dict]) -> float:
+        rows = self._predicted(records, progress=False)
+        return choose_span_threshold([row["token_probs"] for row in rows],
+                                     [[(s["start"], s["end"]) for s in r.get("spans") or []] for r in records])
 
     def rows(self, records: list[dict], progress: bool | None = None, on_result: Write | None = None) -> list[dict]:
         """One row per record, in record order, on every process (each predicts its share)."""

@@ -52,19 +52,50 @@ def choose_threshold(gold: list[int], p_hallucinated: list[float]) -> float:
     return max(candidates, key=quality)
 
 
+def _characters(spans) -> set[int]:
+    return {i for start, end in spans for i in range(start, end)}
+
+
+def choose_span_threshold(token_probs: list[list[list]], gold_spans: list[list[tuple[int, int]]],
+                          candidates: int = 200) -> float:
+    """The threshold t whose flagged spans (`flagged_spans`) have the best character-level F1 over all
+    the responses pooled, RAGTruth's span metric; ties go to the one closest to 0.5. Candidates lie
+    midway between sorted distinct token probabilities (at most `candidates` of them, by quantile)."""
+    if not any(gold_spans):
+        raise ValueError("choosing a span threshold needs gold spans in the validation split, found none")
+    probs = sorted({p for tokens in token_probs for _, _, p in tokens})
+    step = max(1, len(probs) // candidates)
+    points = probs[::step] + [probs[-1]]
+    values = [DEFAULT] + [(a + b) / 2 for a, b in zip(points, points[1:])] + [points[0], points[-1] + 1e-9]
+    gold = [_characters(g) for g in gold_spans]
+
+    def quality(t: float) -> tuple[float, float]:
+        predicted = [_characters(flagged_spans(tokens, t)) for tokens in token_probs]
+        tp, n_pred, n_gold = (sum(len(p & g) for p, g in zip(predicted, gold)), sum(map(len, predicted)),
+                              sum(map(len, gold)))
+        f1 = 2 * tp / (n_pred + n_gold) if n_pred + n_gold else 0.0
+        return f1, -abs(t - DEFAULT)
+
+    return max(values, key=quality)
+
+
 def resolve_threshold(configured: float | None, stored: Threshold | None, val_records: list[dict],
                       scores_of: Callable[[list[dict]], list[float]], default: float | None = DEFAULT,
-                      what: str = "records") -> Threshold:
+                      what: str = "records", choose: Callable[[list[dict]], float] | None = None,
+                      objective: str = "balanced accuracy") -> Threshold:
     """The one precedence: a configured value, else a stored one (the export's, or a cache that
-    matches the method), else one chosen on the validation records, else `default` (scores that
-    are probabilities), else an error (scores on another scale need a validation split)."""
+    matches the method), else one chosen on the validation records (best balanced accuracy of
+    `scores_of`, or `choose(records)` for another `objective`), else `default` (scores that are
+    probabilities), else an error (scores on another scale need a validation split)."""
     if configured is not None:
         return Threshold(float(configured), "configured")
     if stored is not None:
         return stored
     if val_records:
-        value = choose_threshold([r["label"] for r in val_records], scores_of(val_records))
-        return Threshold(value, f"validation split, {len(val_records)} {what}")
+        value = choose(val_records) if choose else choose_threshold([r["label"] for r in val_records],
+                                                                    scores_of(val_records))
+        chosen_for = f", for {objective}" if choose else ""          # balanced accuracy goes unsaid
+        return Threshold(value, f"validation split, {len(val_records)} {what}{chosen_for}")
     if default is not None:
         return Threshold(default, "default (no validation split, none stored)")
     raise ValueError("choosing a decision threshold needs a validation split, and there is none "

@@ -30,3 +30,20 @@ def test_the_decision_is_p_at_or_above_t_everywhere():
     assert is_hallucinated(0.3, 0.3) == 1 and is_hallucinated(0.29, 0.3) == 0
     assert binary_decision({"probs": [0.7, 0.3], "threshold": 0.3})[0] == 1
     assert binary_decision({"probs": 0.5})[0] == 1 and binary_decision({"probs": 0.49})[0] == 0
+
+
+def test_a_span_threshold_is_chosen_for_character_f1_not_for_balanced_accuracy():
+    """Two validation responses: the first has a gold span over characters 0-10, which its tokens
+    cover at 0.9 and 0.3; the second has none and peaks at 0.15. Balanced accuracy is perfect
+    anywhere in (0.15, 0.9] and keeps 0.5; character F1 is perfect only below 0.3."""
+    from eval.thresholds import choose_span_threshold, choose_threshold, flagged_spans
+
+    tokens = [[[0, 5, 0.9], [5, 10, 0.3], [10, 20, 0.2]], [[0, 10, 0.15], [10, 20, 0.1]]]
+    gold_spans = [[(0, 10)], []]
+    by_accuracy = choose_threshold([1, 0], [max(p for *_, p in t) for t in tokens])
+    by_f1 = choose_span_threshold(tokens, gold_spans)
+    assert by_accuracy == 0.5 and by_f1 == pytest.approx(0.25)
+    assert flagged_spans(tokens[0], by_accuracy) == [[0, 5]] and flagged_spans(tokens[0], by_f1) == [[0, 10]]
+    assert flagged_spans(tokens[1], by_f1) == []
+    with pytest.raises(ValueError, match="needs gold spans"):
+        choose_span_threshold(tokens, [[], []])
