@@ -31,6 +31,12 @@ def fold_config(cfg: DictConfig, run_dir: Path, i: int) -> DictConfig:
                                  "logger": {"group": cfg.logger.group or run_dir.name}})
 
 
+def _deal_once(cfg: DictConfig, folds_dir: Path) -> None:
+    """The folds, dealt by the first launch (a resumed run keeps them)."""
+    if not (folds_dir / FOLDS_REPORT).exists():
+        print(deal_folds(cfg.data, folds_dir), end="", flush=True)
+
+
 def fold_done(run_dir: Path, i: int) -> bool:
     return (run_dir / f"fold_{i}" / "eval" / "metrics.json").is_file()
 
@@ -40,8 +46,7 @@ def train_folds(cfg: DictConfig, info: DistInfo) -> dict | None:
     predictions; the pooled metrics on rank 0, None elsewhere or when a fold stopped early."""
     cfg, run_dir = agree_on_output_dir(cfg, info)
     folds_dir = run_dir / "folds"
-    if not (folds_dir / FOLDS_REPORT).exists():
-        on_main_rank(lambda: print(deal_folds(cfg.data, folds_dir), end="", flush=True), info.is_main)
+    on_main_rank(lambda: _deal_once(cfg, folds_dir), info.is_main)     # every rank enters; rank 0 looks
     barrier()
     for i in range(cfg.data.folds):
         if cfg.resume == "auto" and fold_done(run_dir, i):

@@ -98,8 +98,9 @@ def prepare_records(cfg: DictConfig, tokenizer, run_dir: Path, info: DistInfo) -
     if SOURCES[cfg.data.source].read_in_place:
         return build_records(cfg.data, data_request(cfg), tokenizer)[0]
     data_dir = run_dir / "data"
-    if not (data_dir / "test.jsonl").exists():
-        on_main_rank(lambda: _write_records(cfg, tokenizer, data_dir), info.is_main)
+    # every rank enters on_main_rank; only the main rank looks whether an earlier launch built them (a
+    # rank that looked itself could find rank 0's fresh files and skip the collective it waits in)
+    on_main_rank(lambda: (data_dir / "test.jsonl").exists() or _write_records(cfg, tokenizer, data_dir), info.is_main)
     barrier()
     return read_splits(data_dir)
 
