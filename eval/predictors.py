@@ -119,7 +119,7 @@ class AnnotatorPredictor:
             units = [u for r in val for u in evidence_records(r, t.evidence_sentences, unit=t.evidence_unit)]
             chosen = resolve_threshold(None, stored, units, lambda recs: [
                 row["probs"][1] for row in self._predicted(recs, progress=False)], what=f"{t.evidence_unit}s")
-        elif self.kind.name == "spans" and scorer(t.scorer).name == "spans":     # scored by character F1
+        elif self.kind.token_probs and scorer(t.scorer).span_f1:
             chosen = resolve_threshold(None, stored, val, None, choose=self._span_threshold,
                                        objective="character F1")
         else:

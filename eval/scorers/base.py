@@ -35,6 +35,8 @@ class Scorer:
     labels_note: str = ""
     unit_threshold: bool = False     # it judges spans, not responses: a sentence-level annotator's decision
                                      # threshold is chosen on its units' labels (UHGEval: every response has one)
+    span_f1: bool = False            # it reports character-level span F1: a token-level annotator's threshold
+                                     # is chosen for it
 
 
 def pct(x) -> str:

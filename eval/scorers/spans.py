@@ -92,4 +92,4 @@ def spans_summary(m: dict) -> Summary:
 
 
 SCORER = Scorer("spans", "Hallucinated spans", ("spans",), score_spans, spans_markdown, no_plots, no_tables, (0, 1),
-                spans_summary, annotation_row, " (1 = the response has a span)")
+                spans_summary, annotation_row, " (1 = the response has a span)", span_f1=True)

@@ -33,6 +33,7 @@ class Kind:
     on_encoder: Callable       # task -> whether an encoder backbone (BERT family) can be trained for it
     card_title: Callable       # (task or export spec) -> how the model card names it
     task_problem: Callable[[object], str | None] = _none   # task -> what it refuses in the task's settings
+    token_probs: bool = False  # its rows carry a probability per response token (spans at a threshold)
 
 
 def prompt_inputs(rec: dict, tok, task) -> list[dict]:

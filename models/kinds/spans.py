@@ -57,4 +57,5 @@ KIND = Kind(
     thresholded=lambda task: True,
     on_encoder=lambda task: True,
     card_title=lambda task: "spans (a label per response token)",
-    task_problem=_task_problem)
+    task_problem=_task_problem,
+    token_probs=True)
