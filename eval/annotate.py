@@ -142,8 +142,8 @@ def annotate_file(cfg: DictConfig) -> tuple[int, int]:
     continuation predicts the chunk it was cut in again from that chunk's first row: every row is
     scored in the batch it would have had in an uninterrupted run, so with the same settings
     (`rows_per_write`, `batch_size`, `batch_tokens`) the file is byte for byte the uninterrupted
-    one, on any CPU. Other settings form other batches: labels and spans stay, probabilities move
-    within float rounding (docs/design.md, "Resume and batch contract").
+    one (both runs on one CPU, whichever it is). Other settings form other batches: labels and spans
+    stay, probabilities move within float rounding (docs/design.md, "Resume and batch contract").
     """
     input_path, output = Path(cfg.input), Path(cfg.output)
     if not input_path.is_file():

@@ -10,6 +10,7 @@ from safetensors.torch import load_file
 
 from models.builders import SMOLLM2_GGUF, resolve_model_path, smollm2_gguf
 from tests.conftest import torchrun
+from tests.test_sp_training import assert_same_steps, whole_model_difference
 from tests.test_trainer_e2e import _ok
 from train.run_dir import read_train_log
 
@@ -68,11 +69,7 @@ def test_an_sp2_step_on_smollm2_equals_the_sp1_step(tmp_path):
     _ok(torchrun(1, SMALL + [f"output_dir={tmp_path / 'sp1'}"], timeout=900))
     sp2, sp1 = read_train_log(tmp_path / "sp2"), read_train_log(tmp_path / "sp1")
     assert len(sp2) == len(sp1) == 2
-    for a, b in zip(sp2, sp1):
-        assert (a["tokens"], a["target_tokens"]) == (b["tokens"], b["target_tokens"])
-        assert abs(a["loss"] - b["loss"]) / b["loss"] < 1e-4, (a, b)
-        assert abs(a["grad_norm"] - b["grad_norm"]) / b["grad_norm"] < 1e-4, (a, b)
+    assert_same_steps(sp2, sp1)
     wa = load_file(tmp_path / "sp2" / "checkpoints" / "0-one" / "hf" / "model.safetensors")
     wb = load_file(tmp_path / "sp1" / "checkpoints" / "0-one" / "hf" / "model.safetensors")
-    whole = (sum((wa[n] - wb[n]).norm() ** 2 for n in wa) / sum(wb[n].norm() ** 2 for n in wb)) ** 0.5
-    assert whole < 1e-4
+    assert whole_model_difference(wa, wb) < 1e-4

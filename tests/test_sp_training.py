@@ -21,6 +21,19 @@ def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a - b).norm() / b.norm()).item()
 
 
+def assert_same_steps(a: list[dict], b: list[dict]) -> None:
+    """Two runs' train logs: the same tokens and targets a step, loss and gradient norm within 1e-4."""
+    for x, y in zip(a, b):
+        assert (x["tokens"], x["target_tokens"]) == (y["tokens"], y["target_tokens"])
+        assert abs(x["loss"] - y["loss"]) / y["loss"] < 1e-4, (x, y)
+        assert abs(x["grad_norm"] - y["grad_norm"]) / y["grad_norm"] < 1e-4, (x, y)
+
+
+def whole_model_difference(wa: dict, wb: dict) -> float:
+    """||wa - wb|| / ||wb|| over every tensor of two exports' weights."""
+    return float((sum((wa[n] - wb[n]).norm() ** 2 for n in wa) / sum(wb[n].norm() ** 2 for n in wb)) ** 0.5)
+
+
 @pytest.mark.parametrize("task", ["longnovel_detection", "longnovel_discriminative", "spans"])
 def test_sp2_step_equals_sp1_step(tmp_path, task):
     """Generative (LM loss on the answer), discriminative (binary head on the last token, which
@@ -31,18 +44,14 @@ def test_sp2_step_equals_sp1_step(tmp_path, task):
     _ok(torchrun(1, common + [f"output_dir={tmp_path / 'sp1'}"]))
     sp2, sp1 = read_train_log(tmp_path / "sp2"), read_train_log(tmp_path / "sp1")
     assert [r["stage"] for r in sp2] == [r["stage"] for r in sp1] == ["one", "next"]
-    for a, b in zip(sp2, sp1):
-        assert (a["tokens"], a["target_tokens"]) == (b["tokens"], b["target_tokens"])
-        assert abs(a["loss"] - b["loss"]) / b["loss"] < 1e-4, (a, b)
-        assert abs(a["grad_norm"] - b["grad_norm"]) / b["grad_norm"] < 1e-4, (a, b)
+    assert_same_steps(sp2, sp1)
     wa = load_file(tmp_path / "sp2" / "checkpoints" / "0-one" / "hf" / "model.safetensors")
     wb = load_file(tmp_path / "sp1" / "checkpoints" / "0-one" / "hf" / "model.safetensors")
     assert wa.keys() == wb.keys()
     # Whole model within 1e-4. Per tensor the bound is looser: Adam's first update is
     # lr * g / (|g| + eps), so the rare coordinates with |g| near eps turn float-order noise
     # of the reduction into visible differences (seen: 1-2 elements in a tensor).
-    whole = (sum((wa[n] - wb[n]).norm() ** 2 for n in wa) / sum(wb[n].norm() ** 2 for n in wb)) ** 0.5
-    assert whole < 1e-4
+    assert whole_model_difference(wa, wb) < 1e-4
     worst = max(wa, key=lambda n: _relative(wa[n], wb[n]))
     assert _relative(wa[worst], wb[worst]) < 5e-4, worst
 
@@ -62,10 +71,7 @@ def test_changing_the_sp_degree_between_stages_changes_no_step_and_resumes_insid
     _ok(torchrun(2, TINY + _stages(1, 1) + [f"output_dir={steady}"]))
     a, b = read_train_log(changed), read_train_log(steady)
     assert [r["stage"] for r in a] == [r["stage"] for r in b] == ["s2k"] * 2 + ["s4k"] * 3
-    for x, y in zip(a, b):
-        assert (x["tokens"], x["target_tokens"]) == (y["tokens"], y["target_tokens"])
-        assert abs(x["loss"] - y["loss"]) / y["loss"] < 1e-4, (x, y)
-        assert abs(x["grad_norm"] - y["grad_norm"]) / y["grad_norm"] < 1e-4, (x, y)
+    assert_same_steps(a, b)
     print("sp 1->2 vs 1->1, worst relative difference: loss "
           f"{max(abs(x['loss'] - y['loss']) / y['loss'] for x, y in zip(a, b)):.1e}, grad norm "
           f"{max(abs(x['grad_norm'] - y['grad_norm']) / y['grad_norm'] for x, y in zip(a, b)):.1e}")
