@@ -52,6 +52,7 @@ class ModelConfig:
     dtype: Dtype = Dtype.auto             # auto: bf16 on GPU, fp32 on CPU; bf16_if_native: bf16 where native
     attn_implementation: str = "sdpa"
     gradient_checkpointing: bool = False
+    yarn_factor: float | None = None      # YaRN: the window x this factor, for stages past the model's own
     lora: LoraSettings = field(default_factory=LoraSettings)   # adapters, merged into the export
 
 

@@ -8,12 +8,13 @@ from models.response_lm import ResponseLM
 
 
 def load_annotator(path: str, kind: str, head: str = "binary", dtype: str = "auto",
-                   attn_implementation: str = "sdpa", lora=None):
+                   attn_implementation: str = "sdpa", lora=None, yarn_factor: float | None = None):
     """A causal LM (`generative`), a sequence classifier (`discriminative`: a decoder pooled at its last
     prompt token, an encoder at its own) or a token classifier (`spans`), wrapped as the kind predicts
-    with it; with `lora` (the `model.lora` settings), LoRA adapters on top."""
+    with it; with `lora` (the `model.lora` settings), LoRA adapters on top; with `yarn_factor`, its RoPE
+    window stretched by YaRN."""
     spec = kind_of(kind)
-    model = spec.load(path, head, dtype, attn_implementation)
+    model = spec.load(path, head, dtype, attn_implementation, yarn_factor)
     if lora is not None:
         model = add_lora(model, lora, spec.lora_task)
     return spec.for_inference(model)

@@ -235,7 +235,29 @@ def dtype_choice(name: str) -> str:
     return f"model.dtype={name}: {chosen} ({why})"
 
 
-def load_causal_lm(path: str, dtype: str = "auto", attn_implementation: str = "sdpa"):
+def yarn_config(path: str, factor: float | None) -> dict:
+    """Config overrides that stretch a decoder's RoPE window `factor` times with YaRN (`model.yarn_factor`,
+    as LongNovel's baselines run past their window; seed 000, E.1); {} for None. A model already
+    scaled (an earlier stage's weights) keeps its scaling."""
+    if factor is None:
+        return {}
+    config = AutoConfig.from_pretrained(path)
+    if not getattr(config, "rope_parameters", None):
+        raise ValueError(f"model.yarn_factor={factor}: {path} ({config.model_type}) has no rotary position "
+                         "embeddings to scale; set model.yarn_factor=null")
+    rope = dict(config.rope_parameters)
+    if rope.get("rope_type", "default") != "default":
+        return {}
+    if factor <= 1:
+        raise ValueError(f"model.yarn_factor={factor}: expected a factor > 1 (null keeps the model's window)")
+    original = config.max_position_embeddings
+    return {"rope_parameters": {**rope, "rope_type": "yarn", "factor": float(factor),
+                                "original_max_position_embeddings": original},
+            "max_position_embeddings": int(original * factor)}
+
+
+def load_causal_lm(path: str, dtype: str = "auto", attn_implementation: str = "sdpa",
+                   yarn_factor: float | None = None):
     """`from_pretrained`; under an active HfDeepSpeedConfig (ZeRO-3) it is built partitioned."""
     return AutoModelForCausalLM.from_pretrained(
-        path, dtype=torch_dtype(dtype), attn_implementation=attn_implementation)
+        path, dtype=torch_dtype(dtype), attn_implementation=attn_implementation, **yarn_config(path, yarn_factor))

@@ -16,7 +16,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification
 
 from data_builders.heads import head_of
-from models.builders import is_encoder, is_encoder_model, torch_dtype
+from models.builders import is_encoder, is_encoder_model, torch_dtype, yarn_config
 
 
 def _label_kwargs(labels: tuple[str, ...]) -> dict:
@@ -57,21 +57,25 @@ def _from_pretrained(auto_class, path: str, **kwargs):
     return model
 
 
-def load_classifier(path: str, head: str, dtype: str = "auto", attn_implementation: str = "sdpa"):
+def load_classifier(path: str, head: str, dtype: str = "auto", attn_implementation: str = "sdpa",
+                    yarn_factor: float | None = None):
     """A sequence classifier on the decoder or encoder at `path` (a base model or an earlier classifier)."""
     spec = head_of(head)
     return _from_pretrained(
         AutoModelForSequenceClassification, path, **_label_kwargs(spec.labels),
         problem_type="multi_label_classification" if spec.multi_label else "single_label_classification",
         dtype=torch_dtype(dtype), attn_implementation=_attention(AutoModelForSequenceClassification, path,
-                                                                 attn_implementation))
+                                                                 attn_implementation),
+        **yarn_config(path, yarn_factor))
 
 
-def load_token_classifier(path: str, head: str = "binary", dtype: str = "auto", attn_implementation: str = "sdpa"):
+def load_token_classifier(path: str, head: str = "binary", dtype: str = "auto", attn_implementation: str = "sdpa",
+                          yarn_factor: float | None = None):
     """A token classifier (hallucinated / faithful per token) on the decoder or encoder at `path`. A
     decoder's head reads its hidden states without dropout, as the other heads on decoders do (and as
     sequence-parallel equality needs); an encoder keeps its own classifier dropout."""
-    config = AutoConfig.from_pretrained(path, **_label_kwargs(head_of("binary").labels))
+    config = AutoConfig.from_pretrained(path, **_label_kwargs(head_of("binary").labels),
+                                        **yarn_config(path, yarn_factor))
     if not is_encoder(path):
         config.classifier_dropout = 0.0
     return _from_pretrained(

@@ -80,7 +80,7 @@ def attention_backend(cfg: DictConfig, sp_size: int) -> str:
 
 def load_model(cfg: DictConfig, path: str, attn_implementation: str, lora: bool = False):
     return load_annotator(path, cfg.task.kind, cfg.task.head, cfg.model.dtype, attn_implementation,
-                          cfg.model.lora if lora else None)
+                          cfg.model.lora if lora else None, cfg.model.yarn_factor)
 
 
 def build_engine(cfg: DictConfig, weights_dir: str, world_size: int, lr: float, total_steps: int,

@@ -21,7 +21,7 @@ class Kind:
     encode: Callable           # (record, tokenizer, task) -> training sample
     inputs: Callable           # (record, tokenizer, task) -> the model inputs that judge it (an encoder: one per chunk)
     collate: Callable          # (samples, pad_id) -> batch
-    load: Callable             # (path, head, dtype, attn_implementation) -> Hugging Face model
+    load: Callable             # (path, head, dtype, attn_implementation, yarn_factor) -> Hugging Face model
     for_inference: Callable    # (HF model, LoRA-wrapped or not) -> the module that predicts
     for_training: Callable     # (that module, trainer.loss_chunk_tokens) -> the module that is trained
     loss_sum: Callable         # (engine or module, batch, task, sp_rank, **sp kwargs) -> summed loss tensor

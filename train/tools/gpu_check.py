@@ -23,6 +23,7 @@ import argparse
 import importlib.util
 import json
 import re
+import subprocess
 import time
 
 import torch
@@ -277,9 +278,26 @@ def print_table(title: str, rows: list[dict]) -> None:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
 
 
+def nvidia_driver() -> str | None:
+    """The driver version nvidia-smi reports, or None where it cannot be run."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.strip().splitlines()[0] if out.strip() else None
+
+
+def machine_facts(device) -> dict:
+    import transformers
+
+    return {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+            "driver": nvidia_driver() if device.type == "cuda" else None, "cuda": torch.version.cuda,
+            "torch": torch.__version__, "transformers": transformers.__version__}
+
+
 def run_checks(lengths, ring_tokens: int, worlds, step_tokens: int, device, peak: float | None) -> dict:
-    report = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-              "torch": torch.__version__, "peak_bf16_tflops": peak or peak_tflops(device)}
+    report = {**machine_facts(device), "peak_bf16_tflops": peak or peak_tflops(device)}
     report["kernels"] = check_kernels(lengths, device)
     print_table("block kernels vs fp32 reference (relative error)", report["kernels"])
     report["ring"] = check_ring(ring_tokens, worlds, device)
