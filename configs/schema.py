@@ -94,6 +94,17 @@ class MixtureSource:
 
 
 @dataclass
+class SyntheticConfig:
+    """Synthetic training records built from each fold's training part (data_builders/twins.py)."""
+    twins: int = 0                        # hallucinated twins per faithful record, each another edit kind
+    swapped: float = 0.0                  # share of faithful records also paired with another record's source
+    distractor: float = 0.0               # share of faithful records also given a distractor source (still faithful)
+    edits: list[str] = field(default_factory=lambda: [
+        "numerical", "temporal", "entity", "logical_inversion", "event_fabrication"])
+    seed: int = 0
+
+
+@dataclass
 class DataConfig:
     source: DataSource = DataSource.embedded   # embedded | anah_embedded | records | longnovel_released | mixture
     root: str | None = None            # records: dir with train.jsonl/test.jsonl; released: dir of files
@@ -110,6 +121,7 @@ class DataConfig:
     fold_val_fraction: float = 0.1        # share of a fold's training sources held out for its decision threshold
     fold_by: str = "source"               # what a fold's test part holds whole: "source", or a meta field such as
                                           # "domain" (data.folds = the number of domains: leave one domain out)
+    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)   # data.folds: twins of each training part
 
 
 @dataclass

@@ -16,8 +16,9 @@ import random
 import sys
 from pathlib import Path
 
-from configs.schema import DataConfig
+from configs.schema import DataConfig, SyntheticConfig
 from data_builders.schema import read_records, write_jsonl
+from data_builders.twins import SyntheticSettings, count_line, synthesize
 from data_builders.user_errors import reports_user_errors
 
 
@@ -77,13 +78,14 @@ def _fold(test: list[dict], rest: list[dict], val_fraction: float, seed: str) ->
             "val": [r for g in keys[:n_val] for r in sources[g]], "test": test}
 
 
-def write_folds(folds: list[dict[str, list]], out: Path, by: str = "source") -> str:
+def write_folds(folds: list[dict[str, list]], out: Path, by: str = "source", notes: list[str] = ()) -> str:
     lines = []
     for i, fold in enumerate(folds):
         d = out / f"fold_{i}"
         d.mkdir(parents=True, exist_ok=True)
         counts = {name: write_jsonl(d / f"{name}.jsonl", rows) for name, rows in fold.items() if rows}
         lines.append(f"fold_{i}: " + ", ".join(f"{n} {name}" for name, n in counts.items()))
+    lines += notes
     text = f"{len(folds)} folds grouped by {'source' if by == 'source' else 'meta.' + by}\n" + "\n".join(lines) + "\n"
     (out / "folds_report.txt").write_text(text, encoding="utf-8")
     return text
@@ -118,10 +120,25 @@ def check_folds_config(d: DataConfig) -> None:
         raise ValueError(f"data.folds={d.folds}: expected 2 <= k <= the number of {noun} in {d.root} ({len(groups)})")
 
 
+def with_synthetic(folds: list[dict[str, list]], s: SyntheticConfig) -> list[str]:
+    """Each fold's training part gains the synthetic records built from it alone (`data.synthetic`):
+    its validation and test parts, and every other fold's test sources, lend nothing."""
+    settings = SyntheticSettings(s.twins, s.swapped, s.distractor, tuple(s.edits), s.seed)
+    lines = []
+    for i, fold in enumerate(folds):
+        made, counts = synthesize(fold["train"], settings)
+        fold["train"] = fold["train"] + made
+        lines.append(f"fold_{i} {count_line(counts)}")
+    return lines
+
+
 def deal_folds(d: DataConfig, out: Path) -> str:
     """The folds of a `data.folds` run, written as records directories under `out`; their report."""
     records = [rec for path in pooled_files(Path(d.root)) for rec in read_records(path)]
-    return write_folds(grouped_folds(records, d.folds, SEED, d.fold_val_fraction, d.fold_by), out, d.fold_by)
+    folds = grouped_folds(records, d.folds, SEED, d.fold_val_fraction, d.fold_by)
+    s = d.synthetic
+    notes = with_synthetic(folds, s) if (s.twins or s.swapped or s.distractor) else []
+    return write_folds(folds, out, d.fold_by, notes)
 
 
 @reports_user_errors("data_builders.folds")
