@@ -181,6 +181,8 @@ class TrainerConfig:
     progress: bool = True
     verbose: bool = False                 # show library chatter: DeepSpeed's compiler probes, per-file progress bars
     loss_chunk_tokens: int = 1024         # labelled positions per chunk of LM-head logits (generative loss)
+    eval_every: int = 0                   # > 0: score the validation split every N steps of a stage (curve.jsonl)
+    early_stopping_patience: int = 0      # > 0: stop a stage after N validation points without a better MCC
 
 
 @dataclass

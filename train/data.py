@@ -43,6 +43,10 @@ def check_run_config(cfg: DictConfig, world: int) -> None:
     if keep is not None and keep < 1:
         raise DataError(f"trainer.keep_checkpoints: expected null (keep all) or at least 1 (a run always keeps "
                         f"its newest mid-stage checkpoint), found {keep}")
+    t = cfg.trainer
+    if t.eval_every < 0 or t.early_stopping_patience < 0 or (t.early_stopping_patience and not t.eval_every):
+        raise DataError(f"trainer.early_stopping_patience={t.early_stopping_patience} counts validation points: it "
+                        f"needs trainer.eval_every > 0, found {t.eval_every} (both >= 0)")
     if cfg.data.folds and not cfg.eval.enabled:
         raise DataError(f"data.folds={cfg.data.folds} scores every record in its fold's test part: it needs "
                         "eval.enabled=true")

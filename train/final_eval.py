@@ -60,3 +60,19 @@ def evaluate_export(cfg: DictConfig, hf_dir: str, records_by_split: dict[str, li
     write_jsonl(out_dir / "predictions.jsonl", rows)       # as eval/run.py writes them: re-scorable, poolable
     _card_with_scores(hf_dir, s.markdown(metrics))
     return metrics
+
+
+def validation_scores(cfg: DictConfig, hf_dir: str, val_records: list[dict], info: DistInfo) -> dict | None:
+    """An export scored on the validation split as the final evaluation scores the test split (a
+    head's threshold chosen on that split): {"mcc", "acc", "n"} on rank 0, None elsewhere."""
+    predictor = AnnotatorPredictor(cfg.task, Inference.of(cfg.model, cfg.eval), hf_dir,
+                                   Shard(info.rank, info.world_size, all_gather_objects), progress=False)
+    predictor.prepare({"val": val_records})
+    records = predictor.inference.validation({"val": val_records})
+    rows = predictor.rows(records)
+    if not info.is_main:
+        return None
+    s = scorer(cfg.task.scorer)
+    metrics, _ = s.score(records, {r["id"]: r for r in rows}, cfg.eval.bertscore)
+    summary = s.summary(metrics)
+    return {"mcc": summary.mcc, "acc": summary.acc, "n": len(records)}

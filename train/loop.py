@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from configs.schema import TaskConfig
 from eval.tracking import Tracker
 from models.kinds import Kind, kind_of
 from train.checkpoint import save_state
+from train.curve import Curve
 from train.data import StagePlan
 from train.distributed import DistInfo, all_reduce_sum
 from train.loss import backward_scale
@@ -46,6 +48,9 @@ class StageContext:
     keep_checkpoints: int | None = None  # mid-stage checkpoints the run keeps (None: all)
     checkpoint_bytes: float = 0.0        # the planned size of one, until one is measured on disk
     global_batch: int | None = None      # samples per optimizer step (recorded in each checkpoint)
+    curve: Curve | None = None           # trainer.eval_every: validation points, early stopping
+    export: Callable | None = None       # (engine, directory): the current weights as an export
+    score: Callable | None = None        # (export directory) -> the validation scores on rank 0
 
     @classmethod
     def of_stage(cls, cfg, index: int, stage, run_dir: Path, info: DistInfo, pad_id: int,
@@ -126,7 +131,8 @@ def run_stage(engine, samples: list[dict], plan: StagePlan, ctx: StageContext,
             ctx.tracker.log({f"train/{k}": v for k, v in row.items() if k != "stage"}, step=global_step)
             bar.update(1)
             bar.set_postfix(loss=f"{out['loss']:.4f}", tok_s=f"{row['tokens_per_s']:.0f}")
-            last = step + 1 == plan.total_steps
+            early = _validation_point(engine, ctx, step + 1, plan.total_steps, global_step)
+            last = step + 1 == plan.total_steps or early
             stop = stop_after(ctx.run_dir, ctx.stop_at_step, global_step)
             if not last and (stop or (ctx.save_every and (step + 1) % ctx.save_every == 0)):
                 save_state(engine, ctx.run_dir, ctx.index, ctx.name, step + 1, global_step, ctx.info.is_main,
@@ -135,6 +141,19 @@ def run_stage(engine, samples: list[dict], plan: StagePlan, ctx: StageContext,
                 if stop.preempted:
                     mark_preempted(ctx.run_dir, ctx.name, global_step, ctx.info.is_main)
                 return global_step, True
+            if early:
+                break
     finally:
         bar.close()
     return global_step, False
+
+
+def _validation_point(engine, ctx: StageContext, stage_step: int, total_steps: int, global_step: int) -> bool:
+    """Score the validation split when the curve is due; True when early stopping ends the stage."""
+    if ctx.curve is None or not ctx.curve.due(stage_step, total_steps):
+        return False
+    early = ctx.curve.point(lambda d: ctx.export(engine, d), ctx.score, stage_step, global_step)
+    if early and ctx.info.is_main:
+        print(f"stage {ctx.name!r}: no better validation MCC in {ctx.curve.patience} points: stopping at its step "
+              f"{stage_step} of {total_steps}, keeping the weights of its best point", flush=True)
+    return early

@@ -12,6 +12,7 @@ import torch
 from omegaconf import DictConfig
 
 from configs.schema import stage_sp_size, to_container
+from data_builders.sources import DataError
 from eval.report import read_rows
 from eval.tracking import Tracker
 from models.builders import dtype_choice, load_tokenizer, resolve_model_path
@@ -27,11 +28,12 @@ from train.checkpoint import (
     stage_dir,
     stage_weights,
 )
+from train.curve import Curve, curve_markdown, truncate_curve
 from train.data import plan_stage, prepare_records, stage_grad_accum, stage_samples
 from train.disk import module_checkpoint_bytes
 from train.distributed import DistInfo, barrier, on_main_rank
 from train.engine import build_engine, export_hf, release_engine
-from train.final_eval import evaluate_export
+from train.final_eval import evaluate_export, validation_scores
 from train.loop import StageContext, run_stage
 from train.preemption import mark_preempted, stop_after
 from train.run_dir import TrainLog, agree_on_output_dir, continue_command
@@ -70,6 +72,7 @@ class Run:
     base: str                   # the model the first stage starts from
     tokenizer: object
     train_records: list[dict]
+    val_records: list[dict]
     log: TrainLog
     tracker: Tracker
 
@@ -84,15 +87,19 @@ def train(cfg: DictConfig, info: DistInfo, continue_dir: Path | None = None) -> 
     records = prepare_records(cfg, tokenizer, run_dir, info)
     stages = list(cfg.curriculum.stages)
     names = [s.name for s in stages]
+    if cfg.trainer.eval_every and not records.get("val"):
+        raise DataError(f"trainer.eval_every={cfg.trainer.eval_every} scores the validation split, and this run has "
+                        "none: give data.root a val.jsonl, or use data.folds (each fold holds a validation part)")
     point = resume_point(cfg.resume, run_dir, names)
     log = TrainLog(run_dir, info.is_main, point.global_step if point else None)
+    truncate_curve(run_dir, point.global_step if point else 0, info.is_main)
     tracker = Tracker(cfg, to_container(cfg), run_dir, info.is_main)
     if info.is_main:
         print(dtype_choice(cfg.model.dtype), flush=True)
     if point and info.is_main:
         print(resume_message(point, names, run_dir, cfg.eval.enabled), flush=True)
     global_step = point.global_step if point else 0
-    run = Run(cfg, info, run_dir, names, base, tokenizer, records["train"], log, tracker)
+    run = Run(cfg, info, run_dir, names, base, tokenizer, records["train"], records.get("val") or [], log, tracker)
     try:
         for i, stage in enumerate(stages):
             if point and i < point.stage_index:
@@ -120,6 +127,10 @@ def train(cfg: DictConfig, info: DistInfo, continue_dir: Path | None = None) -> 
 def _evaluate(cfg, info, out_dir: Path, weights: str, records, tracker, prefix: str, step: int) -> dict | None:
     metrics = evaluate_export(cfg, weights, records, out_dir, info)
     if metrics is not None:
+        curve = curve_markdown(Path(cfg.output_dir), out_dir)
+        if curve:
+            with open(out_dir / "report.md", "a", encoding="utf-8") as f:
+                f.write("\n".join(curve))
         tracker.log_eval(cfg.task.scorer, metrics, read_rows(out_dir / "predictions.parsed.jsonl"), prefix, step)
         print(f"== {prefix}\n" + (out_dir / "report.md").read_text(encoding="utf-8"), flush=True)
     return metrics
@@ -163,10 +174,19 @@ def _run_one_stage(run: Run, index: int, stage: DictConfig, start_step: int, glo
     ctx = StageContext.of_stage(cfg, index, stage, run_dir, info, run.tokenizer.pad_token_id, run.log, run.tracker)
     ctx.checkpoint_bytes = module_checkpoint_bytes(engine.module, cfg.deepspeed.zero_stage)
     ctx.global_batch = plan.per_step
+    spec = annotator_spec(cfg, stage, run.train_records)
+    if cfg.trainer.eval_every:
+        ctx.curve = Curve.resumed(run_dir, index, stage.name, cfg.trainer.eval_every,
+                                  cfg.trainer.early_stopping_patience, info.is_main)
+        ctx.export = lambda eng, d: export_hf(eng, cfg, start_weights, run.tokenizer, d, info.is_main, spec)
+        ctx.score = lambda d: validation_scores(cfg, str(d), run.val_records, info)
     global_step, stopped = run_stage(engine, samples, plan, ctx, start_step, global_step)
     if not stopped:
-        export_hf(engine, cfg, start_weights, run.tokenizer, stage_dir(run_dir, index, stage.name) / "hf",
-                  info.is_main, annotator_spec(cfg, stage, run.train_records))
+        export_dir = stage_dir(run_dir, index, stage.name) / "hf"
+        export_hf(engine, cfg, start_weights, run.tokenizer, export_dir, info.is_main, spec)
+        barrier()
+        if ctx.curve is not None:
+            ctx.curve.keep_best(export_dir)
         barrier()
         if info.is_main:
             mark_stage_done(run_dir, index, stage.name, global_step)
