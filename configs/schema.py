@@ -249,6 +249,8 @@ class EvalConfig:
     every_stage: bool = False             # also evaluate each stage's export (eval/stages/<i>-<stage>/)
     buckets: list[str] = field(default_factory=lambda: ["S", "M", "L"])
     max_per_bucket: int | None = None  # cap per bucket, taken balanced from hallucinated and faithful
+    threshold_by: str | None = None       # a record field (meta.task_type): a binary head's threshold chosen per
+                                          # value on the validation split, where the value has enough records
     max_new_tokens: int = 256
     batch_size: int = 8                   # prompts per batch: greedy decoding batches prompts of equal length
                                           # only (no padding mask), head inference pads without a mask

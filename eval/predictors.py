@@ -22,7 +22,9 @@ from eval.scoring import scorer
 from eval.thresholds import (
     DEFAULT,
     Threshold,
+    choose_group_thresholds,
     choose_span_threshold,
+    field_value,
     flagged_spans,
     is_hallucinated,
     resolve_threshold,
@@ -61,12 +63,14 @@ class Inference:
     vllm: Any = None                       # configs.schema.VllmConfig, for backend=vllm
     buckets: tuple[str, ...] = ("all",)    # validation records: these buckets, at most max_per_bucket each
     max_per_bucket: int | None = None
+    threshold_by: str | None = None        # a record field: a binary head's threshold per value of it
 
     @classmethod
     def of(cls, model: ModelConfig, evaluation: EvalConfig) -> Inference:
         e = evaluation
         return cls(str(e.backend), e.max_new_tokens, e.batch_size, e.batch_tokens, str(model.dtype),
-                   model.attn_implementation, e.vllm, tuple(e.buckets), e.max_per_bucket)
+                   model.attn_implementation, e.vllm, tuple(e.buckets), e.max_per_bucket,
+                   e.threshold_by)
 
     def validation(self, splits: dict[str, list[dict]]) -> list[dict]:
         return select_eval_records(splits.get("val") or [], list(self.buckets), self.max_per_bucket)
@@ -80,7 +84,8 @@ class AnnotatorPredictor:
 
     A binary head's threshold follows `eval.thresholds.resolve_threshold`: the one stored in the
     model's config (`decision_threshold`), else one chosen on the validation split, else 0.5;
-    `threshold_source` says which.
+    `threshold_source` says which. Thresholds per value of a record field (`eval.threshold_by`, stored
+    as `decision_thresholds_by`) take precedence for the records that have such a value.
     """
 
     def __init__(self, task: TaskConfig | AnnotatorSpec, inference: Inference, path: str, shard: Shard = Shard(),
@@ -89,6 +94,8 @@ class AnnotatorPredictor:
         self.kind = kind_of(task)
         self.threshold: float | None = None
         self.threshold_source: str | None = None
+        self.thresholds_by: dict | None = None    # {"field": a record path, "values": {value: threshold}}
+        self._group_of: dict[str, str] = {}
 
     @classmethod
     def from_config(cls, cfg: DictConfig) -> AnnotatorPredictor:
@@ -123,9 +130,26 @@ class AnnotatorPredictor:
             chosen = resolve_threshold(None, stored, val, None, choose=self._span_threshold,
                                        objective="character F1")
         else:
-            chosen = resolve_threshold(None, stored, val,
-                                       lambda recs: [row["probs"][1] for row in self.rows(recs, progress=False)])
+            scores: dict[str, float] = {}
+
+            def scores_of(recs: list[dict]) -> list[float]:
+                scores.update({row["id"]: row["probs"][1] for row in self.rows(recs, progress=False)})
+                return [scores[r["id"]] for r in recs]
+
+            chosen = resolve_threshold(None, stored, val, scores_of)
+            self.thresholds_by = self._group_thresholds(val, scores, scores_of)
         self.threshold, self.threshold_source = chosen.value, chosen.source
+
+    def _group_thresholds(self, val: list[dict], scores: dict, scores_of: Callable) -> dict | None:
+        """Thresholds per value of `eval.threshold_by`: the stored ones, else chosen on validation."""
+        stored = getattr(AutoConfig.from_pretrained(self.path), "decision_thresholds_by", None)
+        path = self.inference.threshold_by
+        if stored or not path or not val:
+            return stored or None
+        if len(scores) < len(val):
+            scores_of(val)
+        values = choose_group_thresholds(val, scores, path)
+        return {"field": path, "values": values} if values else None
 
     def _span_threshold(self, records: list[dict]) -> float:
         rows = self._predicted(records, progress=False)
@@ -136,6 +160,9 @@ class AnnotatorPredictor:
         """One row per record, in record order, on every process (each predicts its share)."""
         if self.task.evidence_sentences:
             return self._sentence_rows(records, progress, on_result)
+        if self.thresholds_by:
+            path = self.thresholds_by["field"]
+            self._group_of.update({r["id"]: str(field_value(r, path)) for r in records})
         return self._predicted(records, progress, lambda row: self._stamp(row, on_result))
 
     @property
@@ -154,7 +181,8 @@ class AnnotatorPredictor:
 
     def _stamp(self, row: dict, on_result: Write | None) -> None:
         if self.threshold is not None and "probs" in row:
-            row["threshold"] = self.threshold
+            by = (self.thresholds_by or {}).get("values") or {}
+            row["threshold"] = by.get(self._group_of.get(row["id"]), self.threshold)
         if "token_probs" in row:      # a span annotator: its spans at the decision threshold
             row["spans"] = flagged_spans(row["token_probs"], row.get("threshold", DEFAULT))
         if on_result is not None:

@@ -100,3 +100,27 @@ def resolve_threshold(configured: float | None, stored: Threshold | None, val_re
         return Threshold(default, "default (no validation split, none stored)")
     raise ValueError("choosing a decision threshold needs a validation split, and there is none "
                      "(add val.jsonl to data.root, or set data.corpus.val_books)")
+
+
+MIN_GROUP = 20        # validation records a value of eval.threshold_by needs for a threshold of its own
+
+
+def field_value(rec: dict, path: str):
+    """The value at a dotted record path (`meta.task_type`), or None where the record lacks it."""
+    value = rec
+    for key in path.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def choose_group_thresholds(records: list[dict], scores: dict[str, float], path: str) -> dict[str, float]:
+    """A balanced-accuracy threshold per value of `path` among the validation records, for each value
+    with at least MIN_GROUP records of both classes; the others keep the overall threshold."""
+    groups: dict[str, list[dict]] = {}
+    for rec in records:
+        value = field_value(rec, path)
+        if value is not None:
+            groups.setdefault(str(value), []).append(rec)
+    return {g: choose_threshold([r["label"] for r in recs], [scores[r["id"]] for r in recs])
+            for g, recs in sorted(groups.items())
+            if len(recs) >= MIN_GROUP and len({r["label"] for r in recs}) == 2}

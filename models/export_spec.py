@@ -34,6 +34,7 @@ class AnnotatorSpec:
     labels: list[str]                   # what it tells apart
     threshold: float | None = None      # binary head: the decision threshold
     threshold_source: str | None = None
+    thresholds_by: dict | None = None   # {"field": a record path, "values": {value: threshold}} (eval.threshold_by)
     base_model: str = ""
     stage: str = ""
     training: dict = field(default_factory=dict)   # data.source, records
@@ -75,6 +76,9 @@ def write_model_card(directory: str | Path, spec: AnnotatorSpec, held_out: str |
              f"- labels: {', '.join(spec.labels)}"]
     if spec.threshold is not None:
         lines.append(f"- decision threshold: {spec.threshold:.4f} ({spec.threshold_source})")
+    if spec.thresholds_by:
+        by = ", ".join(f"{k} {v:.4f}" for k, v in spec.thresholds_by["values"].items())
+        lines.append(f"- decision thresholds by `{spec.thresholds_by['field']}`: {by} (the others: the one above)")
     lines += ["", "## Held-out evaluation", "",
               held_out.strip() if held_out else "Not evaluated at this stage (the run's final export carries it).",
               "", "## Use", "", "```bash",

@@ -63,8 +63,8 @@ def test_a_cross_validated_run_draws_its_curve_and_stops_a_stage_that_no_longer_
 
 
 def test_patience_without_validation_points_is_refused(tmp_path):
-    from tests.test_cross_validation import SMALL
     from tests.conftest import torchrun
+    from tests.test_cross_validation import SMALL
 
     proc = torchrun(1, ["+exp=ragtruth_minilm_binary", *SMALL, f"data.root={tmp_path}", f"output_dir={tmp_path / 'r'}",
                         "trainer.early_stopping_patience=2"])

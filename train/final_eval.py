@@ -23,10 +23,13 @@ def _store_threshold(hf_dir: str, predictor: AnnotatorPredictor) -> None:
     config = AutoConfig.from_pretrained(hf_dir)
     config.decision_threshold = predictor.threshold
     config.decision_threshold_source = predictor.threshold_source
+    if predictor.thresholds_by:
+        config.decision_thresholds_by = predictor.thresholds_by
     config.save_pretrained(hf_dir)
     if (Path(hf_dir) / SPEC_FILE).exists():
         spec = AnnotatorSpec.load(hf_dir)
         spec.threshold, spec.threshold_source = predictor.threshold, predictor.threshold_source
+        spec.thresholds_by = predictor.thresholds_by
         spec.save(hf_dir)
 
 
@@ -56,6 +59,8 @@ def evaluate_export(cfg: DictConfig, hf_dir: str, records_by_split: dict[str, li
     metrics, scored = s.score(records, {r["id"]: r for r in rows}, cfg.eval.bertscore)
     if predictor.threshold is not None:
         metrics["decision_threshold"] = predictor.threshold
+    if predictor.thresholds_by:
+        metrics["decision_thresholds_by"] = predictor.thresholds_by
     write_eval(out_dir, s, metrics, scored)
     write_jsonl(out_dir / "predictions.jsonl", rows)       # as eval/run.py writes them: re-scorable, poolable
     _card_with_scores(hf_dir, s.markdown(metrics))
