@@ -50,7 +50,7 @@ def test_a_cross_validated_run_draws_its_curve_and_stops_a_stage_that_no_longer_
     the stage there, at step 4 of 8."""
     run, proc = _cross_validate("ragtruth_minilm_binary", tmp_path, "model.name_or_path=embedded:minilm",
                                 "curriculum.stages=[{name: pairs, bucket: all, max_seq_len: 256, max_steps: 8}]",
-                                "optim.lr=0", "trainer.eval_every=2", "trainer.early_stopping_patience=1", nproc=1)
+                                "optim.lr=0", "trainer.eval_every=2", "trainer.early_stopping_patience=1")
     for fold in ("fold_0", "fold_1"):
         points = read_jsonl(run / fold / CURVE_FILE)
         val = read_jsonl(run / "folds" / fold / "val.jsonl")

@@ -63,6 +63,7 @@ class Curve:
         (every rank gets the same answer)."""
         latest = self.run_dir / CURVE_DIR / "latest"
         export(latest)
+        barrier()                  # the main rank writes the export; every rank then reads it
         scored = score(latest)
         stop = 0.0
         if self.is_main:
