@@ -200,27 +200,29 @@ def twins_of(rec: dict, rng: random.Random, pool: Pool, edits: tuple[str, ...], 
     return out
 
 
-def swapped(rec: dict, rng: random.Random, pool: Pool) -> dict | None:
-    """HalluMix: a faithful response paired with another record's source, hallucinated as a whole."""
+def _paired(rec: dict, rng: random.Random, pool: Pool, edit: str, borrowed: str,
+            source: Callable[[str], str], **fields) -> dict | None:
+    """`rec` with another record's source put to use by `source(that source)`; None when the pool
+    has no other source."""
     other = _pick(rng, [(i, s) for i, s in pool.sources if i != rec["id"] and s != source_text(rec)])
     if other is None:
         return None
-    meta = {**(rec.get("meta") or {}), "twin_of": rec["id"], "edit": "swapped", "source_of": other[0]}
-    new = {k: v for k, v in rec.items() if k != "documents"}
-    return validate_record({**new, "id": f"{rec['id']}~swapped", "source": other[1], "label": 1,
-                            "spans": [{"start": 0, "end": len(rec["response"]), "type": "swapped"}],
-                            "meta": meta})
+    meta = {**(rec.get("meta") or {}), "twin_of": rec["id"], "edit": edit, borrowed: other[0]}
+    kept = {k: v for k, v in rec.items() if k != "documents"}
+    return validate_record({**kept, "id": f"{rec['id']}~{edit}", "source": source(other[1]), "meta": meta,
+                            **fields})
+
+
+def swapped(rec: dict, rng: random.Random, pool: Pool) -> dict | None:
+    """HalluMix: a faithful response paired with another record's source, hallucinated as a whole."""
+    whole = [{"start": 0, "end": len(rec["response"]), "type": "swapped"}]
+    return _paired(rec, rng, pool, "swapped", "source_of", lambda other: other, label=1, spans=whole)
 
 
 def with_distractor(rec: dict, rng: random.Random, pool: Pool) -> dict | None:
     """HalluMix: another record's source appended to a faithful record's; still faithful."""
-    other = _pick(rng, [(i, s) for i, s in pool.sources if i != rec["id"] and s != source_text(rec)])
-    if other is None:
-        return None
-    meta = {**(rec.get("meta") or {}), "twin_of": rec["id"], "edit": "distractor", "distractor_of": other[0]}
-    new = {k: v for k, v in rec.items() if k != "documents"}
-    return validate_record({**new, "id": f"{rec['id']}~distractor", "source": source_text(rec) + "\n\n" + other[1],
-                            "meta": meta})
+    own = source_text(rec)
+    return _paired(rec, rng, pool, "distractor", "distractor_of", lambda other: own + "\n\n" + other)
 
 
 @dataclass(frozen=True)
