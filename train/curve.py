@@ -123,6 +123,11 @@ def plot_curve(run_dir: Path) -> Path:
     top.set_ylabel("training loss")
     bottom.plot([r["step"] for r in points], [r["mcc"] for r in points], marker="o", color="tab:blue")
     bottom.set_ylabel("validation MCC")
+    mccs = [r["mcc"] for r in points if r["mcc"] is not None]
+    if mccs:                        # at least 0.2 of MCC in view: noise must not look like a trend
+        middle = (max(mccs) + min(mccs)) / 2
+        half = max(0.1, (max(mccs) - min(mccs)) / 2 + 0.05)
+        bottom.set_ylim(middle - half, middle + half)
     bottom.set_xlabel("global step")
     for stage in sorted({r["stage_index"] for r in points})[1:]:
         first = min(r["step"] for r in points if r["stage_index"] == stage)
