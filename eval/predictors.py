@@ -117,7 +117,8 @@ class AnnotatorPredictor:
             self._binary_threshold(splits)
 
     def _binary_threshold(self, splits: dict[str, list[dict]]) -> None:
-        value = getattr(AutoConfig.from_pretrained(self.path), "decision_threshold", None)
+        config = AutoConfig.from_pretrained(self.path)     # read once, before the final evaluation may rewrite it
+        value = getattr(config, "decision_threshold", None)
         stored = Threshold(value, "stored in the model's config") if value is not None else None
         val, t = self.inference.validation(splits), self.task
         if t.evidence_sentences and scorer(t.scorer).unit_threshold:
@@ -137,12 +138,12 @@ class AnnotatorPredictor:
                 return [scores[r["id"]] for r in recs]
 
             chosen = resolve_threshold(None, stored, val, scores_of)
-            self.thresholds_by = self._group_thresholds(val, scores, scores_of)
+            self.thresholds_by = self._group_thresholds(val, scores, scores_of,
+                                                        getattr(config, "decision_thresholds_by", None))
         self.threshold, self.threshold_source = chosen.value, chosen.source
 
-    def _group_thresholds(self, val: list[dict], scores: dict, scores_of: Callable) -> dict | None:
+    def _group_thresholds(self, val: list[dict], scores: dict, scores_of: Callable, stored: dict | None) -> dict | None:
         """Thresholds per value of `eval.threshold_by`: the stored ones, else chosen on validation."""
-        stored = getattr(AutoConfig.from_pretrained(self.path), "decision_thresholds_by", None)
         path = self.inference.threshold_by
         if stored or not path or not val:
             return stored or None
