@@ -1,10 +1,12 @@
 """Decision thresholds per value of a record field (`eval.threshold_by`, RAGTruth's task types)."""
 import json
+import shutil
 import subprocess
 import sys
 
 from data_builders.schema import write_jsonl
 from eval.thresholds import MIN_GROUP, choose_group_thresholds, field_value
+from models.builders import resolve_model_path
 from tests.conftest import REPO
 
 
@@ -38,19 +40,54 @@ def _records(prefix: str, groups: dict[str, int]) -> list[dict]:
     return out
 
 
-def test_eval_run_stamps_each_row_with_its_groups_threshold(tmp_path):
-    data = tmp_path / "data"
-    write_jsonl(data / "val.jsonl", _records("v", {"QA": MIN_GROUP, "Data2txt": MIN_GROUP, "Summary": 4}))
-    write_jsonl(data / "test.jsonl", _records("t", {"QA": 3, "Data2txt": 3, "Summary": 3}))
-    write_jsonl(data / "train.jsonl", _records("r", {"QA": 2}))
+def _splits() -> dict[str, list[dict]]:
+    return {"val": _records("v", {"QA": MIN_GROUP, "Data2txt": MIN_GROUP, "Summary": 4}),
+            "test": _records("t", {"QA": 3, "Data2txt": 3, "Summary": 3}),
+            "train": _records("r", {"QA": 2})}
+
+
+def _group(row: dict) -> str:
+    return row["id"].split("-")[1]
+
+
+def test_predictor_chooses_a_threshold_per_group_on_validation_and_stamps_rows_with_it():
+    """Whatever the (untrained) head scores, QA and Data2txt get the threshold chosen on their own
+    validation scores, and Summary (too few records) the overall one."""
+    from hydra import compose, initialize_config_dir
+
+    import configs.schema  # noqa: F401
+    from eval.predictors import AnnotatorPredictor
+
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
+        cfg = compose("sft", overrides=["+exp=ragtruth_minilm_binary", "model.name_or_path=embedded:minilm",
+                                        "eval.threshold_by=meta.task_type"])
+    splits = _splits()
+    predictor = AnnotatorPredictor.from_config(cfg)
+    predictor.progress = False
+    predictor.prepare(splits)
+    val_scores = {row["id"]: row["probs"][1] for row in predictor.rows(splits["val"])}
+    expected = choose_group_thresholds(splits["val"], val_scores, "meta.task_type")
+    assert set(expected) == {"QA", "Data2txt"}
+    assert predictor.thresholds_by == {"field": "meta.task_type", "values": expected}
+    for row in predictor.rows(splits["test"]):
+        assert row["threshold"] == expected.get(_group(row), predictor.threshold), row
+
+
+def test_eval_run_stamps_rows_with_the_group_thresholds_stored_in_the_model(tmp_path):
+    """eval/run.py on a model whose config stores thresholds per task type (as the trainer's export
+    does): each test row carries its group's, and a group without one the overall threshold."""
+    data, model = tmp_path / "data", tmp_path / "model"
+    for split, records in _splits().items():
+        write_jsonl(data / f"{split}.jsonl", records)
+    shutil.copytree(resolve_model_path("embedded:minilm"), model)
+    config = json.loads((model / "config.json").read_text())
+    config["decision_threshold"] = 0.6
+    config["decision_thresholds_by"] = {"field": "meta.task_type", "values": {"QA": 0.2, "Data2txt": 0.8}}
+    (model / "config.json").write_text(json.dumps(config))
     proc = subprocess.run([sys.executable, str(REPO / "eval" / "run.py"), "+exp=ragtruth_minilm_binary",
-                           "model.name_or_path=embedded:minilm", f"data.root={data}", "trainer.progress=false",
-                           "data.folds=0", "eval.threshold_by=meta.task_type", f"output_dir={tmp_path / 'run'}"],
+                           f"model.name_or_path={model}", f"data.root={data}", "trainer.progress=false",
+                           "data.folds=0", f"output_dir={tmp_path / 'run'}"],
                           cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(x) for x in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()]
-    by_group: dict[str, set] = {}
-    for row in rows:
-        by_group.setdefault(row["id"].split("-")[1], set()).add(row["threshold"])
-    assert all(len(v) == 1 for v in by_group.values())      # one threshold per task type
-    assert by_group["QA"] != by_group["Summary"] or by_group["Data2txt"] != by_group["Summary"]
+    assert {(_group(r), r["threshold"]) for r in rows} == {("QA", 0.2), ("Data2txt", 0.8), ("Summary", 0.6)}
