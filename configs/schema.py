@@ -345,13 +345,47 @@ def register_configs() -> None:
 register_configs()
 
 
-def stage_sp_size(cfg: Any, stage: Any | None) -> int:
+def stage_sp_size(parallel: ParallelConfig, stage: StageConfig | None) -> int:
     """A stage's sequence-parallel degree: its own `sp_size`, else `parallel.sp_size` (the one
     reader of the configured degrees; `train.parallel_dims` validates them)."""
-    return stage.sp_size if stage is not None and stage.sp_size is not None else cfg.parallel.sp_size
+    return stage.sp_size if stage is not None and stage.sp_size is not None else parallel.sp_size
+
+
+def typed(composed: Any) -> Any:
+    """The composed config as the schema's dataclasses (`SFTConfig`, `ScoreConfig`,
+    `AnnotateConfig`), every interpolation resolved: each entry point converts once and hands on
+    these, never Hydra's `DictConfig`."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_object(composed)
+
+
+def with_changes(config: Any, changes: dict) -> Any:
+    """A new config with `changes` ({"data": {"folds": 0}, "output_dir": ...}) applied section by
+    section; `config` itself is left as it was (a built config is never mutated)."""
+    import dataclasses
+
+    fields = {}
+    for key, value in changes.items():
+        if not hasattr(config, key):
+            raise KeyError(f"{type(config).__name__} has no key {key!r}")
+        current = getattr(config, key)
+        nested = isinstance(value, dict) and dataclasses.is_dataclass(current)
+        fields[key] = with_changes(current, value) if nested else value
+    return dataclasses.replace(config, **fields)
 
 
 def to_container(cfg: Any) -> dict:
+    """Plain dicts and lists (enums as their names): what `config.yaml` and W&B record."""
+    import dataclasses
+
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    node = OmegaConf.structured(cfg) if dataclasses.is_dataclass(cfg) else cfg
+    return OmegaConf.to_container(node, resolve=True, enum_to_str=True)
+
+
+def to_yaml(cfg: Any) -> str:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_yaml(to_container(cfg))

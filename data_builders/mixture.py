@@ -23,7 +23,7 @@ class MixtureError(ValueError):
 
 def _tag(rec: dict, source) -> dict:
     meta = {**(rec.get("meta") or {}), "mix_source": source.name}
-    if source.get("template"):
+    if source.template:
         meta["template"] = source.template
     return {**rec, "meta": meta}
 

@@ -26,7 +26,7 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 import configs.schema  # noqa: F401  (registers the schemas)
-from configs.schema import VllmConfig
+from configs.schema import AnnotateConfig, VllmConfig, typed
 from data_builders.anah import SourceIndex
 from data_builders.collate import prompt_ids
 from data_builders.pairs import uses_pairs
@@ -134,7 +134,7 @@ def _done(output: Path, rows: list[tuple[int, dict]], input_path: Path) -> int:
     return len(written)
 
 
-def annotate_file(cfg: DictConfig) -> tuple[int, int]:
+def annotate_file(cfg: AnnotateConfig) -> tuple[int, int]:
     """Annotate `cfg.input` into `cfg.output`, continuing after the rows already there; returns
     (rows written now, rows in all).
 
@@ -187,7 +187,8 @@ def check_output(rows: list[tuple[int, dict]], output: Path) -> None:
 
 @hydra.main(config_path="../configs/annotate", config_name="annotate", version_base="1.3")
 @reports_user_errors("eval.annotate")
-def main(cfg: DictConfig) -> None:
+def main(composed: DictConfig) -> None:
+    cfg = typed(composed)
     written, total = annotate_file(cfg)
     print(f"{cfg.output}: {written} rows annotated now, {total} in all; one row per input row, every span "
           "indexes its response")

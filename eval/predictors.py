@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
 from tqdm import tqdm
 from transformers import AutoConfig
 
-from configs.schema import EvalConfig, ModelConfig, NliConfig, RagConfig, TaskConfig
+from configs.schema import EvalConfig, ModelConfig, NliConfig, RagConfig, SFTConfig, TaskConfig
 from data_builders.collate import prompt_ids
 from eval.predict import predict_records, select_eval_records
 from eval.predictions import binary_decision
@@ -98,7 +97,7 @@ class AnnotatorPredictor:
         self._group_of: dict[str, str] = {}
 
     @classmethod
-    def from_config(cls, cfg: DictConfig) -> AnnotatorPredictor:
+    def from_config(cls, cfg: SFTConfig) -> AnnotatorPredictor:
         """`eval/run.py`'s annotator: `checkpoint`, else `model.name_or_path`."""
         path = resolve_model_path(cfg.checkpoint or cfg.model.name_or_path, key="checkpoint")
         return cls(cfg.task, Inference.of(cfg.model, cfg.eval), path)
@@ -234,7 +233,7 @@ class RagPredictor(AnnotatorPredictor):
         self.rag = rag
 
     @classmethod
-    def from_config(cls, cfg: DictConfig) -> RagPredictor:
+    def from_config(cls, cfg: SFTConfig) -> RagPredictor:
         path = resolve_model_path(cfg.checkpoint or cfg.model.name_or_path, key="checkpoint")
         return cls(cfg.task, Inference.of(cfg.model, cfg.eval), path, cfg.eval.rag)
 
@@ -270,7 +269,7 @@ class NliPredictor:
         self.nli, self.inference, self.tokenizer_path = nli, inference, tokenizer_path
 
     @classmethod
-    def from_config(cls, cfg: DictConfig) -> NliPredictor:
+    def from_config(cls, cfg: SFTConfig) -> NliPredictor:
         return cls(cfg.eval.nli, Inference.of(cfg.model, cfg.eval), cfg.model.name_or_path)
 
     @cached_property

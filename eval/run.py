@@ -15,14 +15,15 @@ from data_builders.user_errors import reports_user_errors
 
 @hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
 @reports_user_errors("eval/run.py")
-def main(cfg: DictConfig) -> None:
+def main(composed: DictConfig) -> None:
     from pathlib import Path
 
-    from configs.schema import to_container
+    from configs.schema import to_container, typed
     from eval.report import read_rows
     from eval.runner import run_eval
     from eval.tracking import Tracker
 
+    cfg = typed(composed)
     metrics = run_eval(cfg)
     tracker = Tracker(cfg, to_container(cfg), cfg.output_dir, enabled=True, job_type="eval")
     tracker.log_eval(cfg.task.scorer, metrics, read_rows(Path(cfg.output_dir) / "scores" / "predictions.parsed.jsonl"))

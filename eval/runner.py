@@ -11,8 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from omegaconf import DictConfig
-
+from configs.schema import SFTConfig
 from data_builders.schema import read_jsonl_to_append, write_jsonl
 from data_builders.sources import DataRequest, build_records, check_data_config, needed_buckets
 from eval.predict import select_eval_records
@@ -21,7 +20,7 @@ from eval.report import report_text
 from eval.scoring import score_files
 
 
-def data_request(cfg: DictConfig) -> DataRequest:
+def data_request(cfg: SFTConfig) -> DataRequest:
     """What a run (training, or `eval/run.py`) wants of its data: its template, the length buckets of
     its stages and evaluation, its seed."""
     stages = [s.bucket for s in cfg.curriculum.stages]
@@ -34,7 +33,7 @@ def _done(path: Path) -> set[str]:
     return {row["id"] for row in read_jsonl_to_append(path)}
 
 
-def run_eval(cfg: DictConfig) -> dict:
+def run_eval(cfg: SFTConfig) -> dict:
     if cfg.data.folds:
         raise ValueError(f"data.folds={cfg.data.folds}: eval/run.py scores one model on one test split; a fold's "
                          "export is scored with data.folds=0 data.root=<run>/folds/fold_<i>")

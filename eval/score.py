@@ -11,10 +11,12 @@ from data_builders.user_errors import reports_user_errors
 
 @hydra.main(config_path="../configs/score", config_name="score", version_base="1.3")
 @reports_user_errors("eval/score.py")
-def main(cfg: DictConfig) -> None:
+def main(composed: DictConfig) -> None:
+    from configs.schema import typed
     from eval.report import report_text
     from eval.scoring import score_files
 
+    cfg = typed(composed)
     score_files(cfg.task, cfg.gold, cfg.predictions, cfg.output_dir, plots=cfg.plots, bertscore=cfg.bertscore)
     print(report_text(cfg.output_dir), end="")
 

@@ -4,22 +4,20 @@ from __future__ import annotations
 import os
 import warnings
 
-from omegaconf import DictConfig
-
-from configs.schema import stage_sp_size
+from configs.schema import ModelConfig, SFTConfig, stage_sp_size
 
 
-def model_short_name(cfg: DictConfig) -> str:
+def model_short_name(model: ModelConfig) -> str:
     """'qwen3-tiny' for embedded:qwen3-tiny, the last path component for a local model."""
-    path = str(cfg.model.get("name_or_path") or "model").rstrip("/")
+    path = str(model.name_or_path or "model").rstrip("/")
     return path.split(":")[-1].split("/")[-1]
 
 
-def run_identity(cfg: DictConfig, run_dir, job_type: str) -> dict:
+def run_identity(cfg: SFTConfig, run_dir, job_type: str) -> dict:
     """Deterministic W&B name, group and tags: experiment / model / run directory, grouped by
     experiment and model, tagged with each stage's SP degree and sequence length, and ZeRO."""
-    model = model_short_name(cfg)
-    tags = [*cfg.logger.tags, "sp-" + "-".join(str(stage_sp_size(cfg, s)) for s in cfg.curriculum.stages),
+    model = model_short_name(cfg.model)
+    tags = [*cfg.logger.tags, "sp-" + "-".join(str(stage_sp_size(cfg.parallel, s)) for s in cfg.curriculum.stages),
             f"zero{cfg.deepspeed.zero_stage}",
             "len-" + "-".join(str(s.max_seq_len) for s in cfg.curriculum.stages), f"task-{cfg.task.name}"]
     return {"name": f"{cfg.exp_name}/{model}/{os.path.basename(str(run_dir).rstrip('/'))}",
@@ -27,7 +25,7 @@ def run_identity(cfg: DictConfig, run_dir, job_type: str) -> dict:
 
 
 class Tracker:
-    def __init__(self, cfg: DictConfig, config: dict, run_dir, enabled: bool, job_type: str = "train"):
+    def __init__(self, cfg: SFTConfig, config: dict, run_dir, enabled: bool, job_type: str = "train"):
         self.run = None
         if not (enabled and cfg.logger.wandb):
             return

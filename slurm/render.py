@@ -7,8 +7,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from omegaconf import DictConfig
-
+from configs.schema import DeepSpeedConfig, SFTConfig, SlurmConfig
 from train.parallel_dims import job_world_size, procs_per_node, stage_dims
 
 
@@ -30,50 +29,47 @@ def job_overrides(task_overrides: list[str], drop: tuple[str, ...] = ()) -> list
 OFFLOAD_THREADS, DEFAULT_THREADS = 8, 2
 
 
-def threads_per_rank(cfg: DictConfig) -> int:
+def threads_per_rank(s: SlurmConfig, deepspeed: DeepSpeedConfig) -> int:
     """`slurm.threads_per_rank`; by default 8 where the optimizer is offloaded (each rank runs its
     share of the Adam step on the CPU in OpenMP threads), else 2; with `slurm.cpus_per_task` set,
     its share per process."""
-    s = cfg.slurm
     if s.threads_per_rank is not None:
         return s.threads_per_rank
     if s.cpus_per_task is not None:
         return max(1, s.cpus_per_task // procs_per_node(s))
-    return OFFLOAD_THREADS if cfg.deepspeed.offload_optimizer else DEFAULT_THREADS
+    return OFFLOAD_THREADS if deepspeed.offload_optimizer else DEFAULT_THREADS
 
 
-def cpus_per_task(cfg: DictConfig) -> int:
-    s = cfg.slurm
-    return s.cpus_per_task if s.cpus_per_task is not None else procs_per_node(s) * threads_per_rank(cfg)
+def cpus_per_task(s: SlurmConfig, deepspeed: DeepSpeedConfig) -> int:
+    return s.cpus_per_task if s.cpus_per_task is not None else procs_per_node(s) * threads_per_rank(s, deepspeed)
 
 
-def train_memory(cfg: DictConfig) -> str:
+def train_memory(cfg: SFTConfig) -> str:
     """`slurm.mem`, else what the memory plan asks per node (it reads model.name_or_path's config.json)."""
     if cfg.slurm.mem:
         return cfg.slurm.mem
     from train.tools.plan import host_request_gb, layout, run_model_shape
 
     try:
-        shape = run_model_shape(cfg)
+        shape = run_model_shape(cfg.model, cfg.task)
     except ValueError as e:
         raise ValueError(f"slurm.mem is not set, and its default comes from the memory plan, which could not read "
                          f"the model here ({e}); set slurm.mem=<GB per node>G") from None
     return f"{host_request_gb(shape, layout(cfg, job_world_size(cfg.slurm)))}G"
 
 
-def sbatch_lines(cfg: DictConfig, job_name: str, log_dir: Path, array: int | None = None,
+def sbatch_lines(s: SlurmConfig, cpus: int, job_name: str, log_dir: Path, array: int | None = None,
                  mem: str | None = None) -> list[str]:
-    s = cfg.slurm
     lines = [f"--job-name={job_name}", f"--nodes={s.nodes}", "--ntasks-per-node=1",
-             f"--cpus-per-task={cpus_per_task(cfg)}", f"--time={s.time}", f"--output={log_dir}/%x-%A_%a.out"
+             f"--cpus-per-task={cpus}", f"--time={s.time}", f"--output={log_dir}/%x-%A_%a.out"
              if array is not None else f"--output={log_dir}/%x-%j.out", "--open-mode=append"]
     if s.gpus_per_node > 0:
         lines.append(f"--gpus-per-node={s.gpus_per_node}")
     if mem:
         lines.append(f"--mem={mem}")
     for flag in ("partition", "account", "qos"):
-        if s[flag]:
-            lines.append(f"--{flag}={s[flag]}")
+        if getattr(s, flag):
+            lines.append(f"--{flag}={getattr(s, flag)}")
     if array is None:
         lines += ["--requeue", f"--signal=B:USR1@{s.signal_seconds}"]
     else:
@@ -85,21 +81,22 @@ def _fill(text: str, values: dict[str, str]) -> str:
     return re.sub(r"@@([A-Z_]+)@@", lambda m: values[m.group(1)], text)
 
 
-def _common(cfg: DictConfig, repo: Path) -> dict[str, str]:
-    s = cfg.slurm
-    return {"REPO": shlex.quote(str(repo)), "PYTHON": shlex.quote(sys.executable),
-            "SETUP": "\n".join(s.setup), "CPUS": str(cpus_per_task(cfg)), "THREADS": str(threads_per_rank(cfg))}
+def _common(s: SlurmConfig, deepspeed: DeepSpeedConfig, repo: Path) -> dict[str, str]:
+    return {"REPO": shlex.quote(str(repo)), "PYTHON": shlex.quote(sys.executable), "SETUP": "\n".join(s.setup),
+            "CPUS": str(cpus_per_task(s, deepspeed)), "THREADS": str(threads_per_rank(s, deepspeed))}
 
 
-def train_script(cfg: DictConfig, overrides: list[str], repo: Path, log_dir: Path) -> str:
+def train_script(cfg: SFTConfig, overrides: list[str], repo: Path, log_dir: Path) -> str:
     """The training job: fixed output_dir (so a requeued job finds its checkpoints) and resume=auto."""
     s = cfg.slurm
     for stage in [None, *cfg.curriculum.stages]:     # every degree divides the job's world size
-        stage_dims(cfg, stage, job_world_size(s))
+        stage_dims(cfg.parallel, stage, job_world_size(s))
     run_dir = Path(cfg.output_dir).resolve()
     args = [*job_overrides(overrides, ("output_dir", "resume")), f"output_dir={run_dir}", "resume=auto"]
     return _fill(_template("train"), {
-        **_common(cfg, repo), "SBATCH": "\n".join(sbatch_lines(cfg, cfg.exp_name, log_dir, mem=train_memory(cfg))),
+        **_common(s, cfg.deepspeed, repo),
+        "SBATCH": "\n".join(sbatch_lines(s, cpus_per_task(s, cfg.deepspeed), cfg.exp_name, log_dir,
+                                          mem=train_memory(cfg))),
         "RUN_DIR": shlex.quote(str(run_dir)), "PORT": str(s.rdzv_port), "PROCS": str(procs_per_node(s)),
         "RESTARTS": str(s.max_restarts), "OVERRIDES": " ".join(shlex.quote(a) for a in args)})
 
@@ -110,7 +107,7 @@ def checkpoint_name(path: str) -> str:
     return "-".join(parts[-2:]) if len(parts) > 1 else parts[-1]
 
 
-def eval_script(cfg: DictConfig, overrides: list[str], repo: Path, log_dir: Path) -> tuple[str, int]:
+def eval_script(cfg: SFTConfig, overrides: list[str], repo: Path, log_dir: Path) -> tuple[str, int]:
     """The evaluation sweep: an array over slurm.checkpoints x eval.buckets."""
     s = cfg.slurm
     if not s.checkpoints:
@@ -123,8 +120,9 @@ def eval_script(cfg: DictConfig, overrides: list[str], repo: Path, log_dir: Path
     n = len(s.checkpoints) * len(buckets)
     args = job_overrides(overrides, ("output_dir", "checkpoint", "eval.buckets"))
     script = _fill(_template("eval"), {
-        **_common(cfg, repo), "SBATCH": "\n".join(sbatch_lines(cfg, f"{cfg.exp_name}-eval", log_dir, array=n,
-                                                                  mem=s.mem)),
+        **_common(s, cfg.deepspeed, repo),
+        "SBATCH": "\n".join(sbatch_lines(s, cpus_per_task(s, cfg.deepspeed), f"{cfg.exp_name}-eval", log_dir,
+                                          array=n, mem=s.mem)),
         "CHECKPOINTS": " ".join(shlex.quote(str(c)) for c in s.checkpoints),
         "NAMES": " ".join(shlex.quote(x) for x in names), "BUCKETS": " ".join(shlex.quote(b) for b in buckets),
         "SWEEP_DIR": shlex.quote(str(Path(cfg.output_dir).resolve())),

@@ -24,11 +24,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 @hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
 @reports_user_errors("slurm/submit.py")
-def main(cfg: DictConfig) -> None:
+def main(composed: DictConfig) -> None:
+    from configs.schema import typed
     from slurm.render import eval_script, train_script
     from train.data import check_run_config
     from train.parallel_dims import job_world_size
 
+    cfg = typed(composed)
     overrides = list(HydraConfig.get().overrides.task)
     out = Path(cfg.output_dir).resolve() / "slurm"
     log_dir = out / "logs"

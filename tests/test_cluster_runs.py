@@ -12,6 +12,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import configs.schema  # noqa: F401
+from configs.schema import typed
 from slurm.render import train_script
 from tests.conftest import REPO, free_port, torchrun
 from tests.test_trainer_e2e import TINY, _ok
@@ -133,7 +134,7 @@ def _rendered_launch(tmp_path, overrides: list[str], port: int) -> str:
     """The torchrun command line of the SLURM training script rendered for these overrides (its srun
     task, one per node), with the script's variables left for the shell."""
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        cfg = compose("sft", overrides=[*overrides, f"slurm.rdzv_port={port}"])
+        cfg = typed(compose("sft", overrides=[*overrides, f"slurm.rdzv_port={port}"]))
     script = train_script(cfg, overrides, REPO, tmp_path / "logs")
     srun = re.search(r"^srun (.*?) &$", script, re.S | re.M).group(1).replace("\\\n", " ")
     return re.sub(r"^(--\S+\s+)+", "", srun)                 # what srun runs, without srun's own flags

@@ -6,6 +6,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import configs.schema  # noqa: F401
+from configs.schema import typed
 from data_builders.longnovel_released import released_row
 from data_builders.schema import write_jsonl
 from slurm.render import train_script
@@ -31,7 +32,7 @@ def _cfg(name: str, data_root) -> object:
     ov = [f"+exp={name}", "model.name_or_path=embedded:qwen3-tiny", f"data.root={data_root}", "plan.gpu=h100",
           f"output_dir={data_root}/run"]
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        return compose("sft", overrides=ov), ov
+        return typed(compose("sft", overrides=ov)), ov
 
 
 def test_there_are_experiments_of_every_kind():
@@ -43,7 +44,7 @@ def test_there_are_experiments_of_every_kind():
 def test_experiment_passes_the_run_check_the_plan_and_the_slurm_render(name, tmp_path):
     cfg, ov = _cfg(name, tmp_path)
     _write_data(tmp_path, cfg.data.source, cfg.data.folds)
-    world = planned_world_size(cfg)
+    world = planned_world_size(cfg.plan, cfg.slurm)
     check_run_config(cfg, world)
     rows, text = make_plan(cfg, world)
     assert [r.name for r in rows] == [s.name for s in cfg.curriculum.stages]

@@ -55,12 +55,12 @@ def test_predictor_chooses_a_threshold_per_group_on_validation_and_stamps_rows_w
     validation scores, and Summary (too few records) the overall one."""
     from hydra import compose, initialize_config_dir
 
-    import configs.schema  # noqa: F401
+    from configs.schema import typed
     from eval.predictors import AnnotatorPredictor
 
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        cfg = compose("sft", overrides=["+exp=ragtruth_minilm_binary", "model.name_or_path=embedded:minilm",
-                                        "eval.threshold_by=meta.task_type"])
+        cfg = typed(compose("sft", overrides=["+exp=ragtruth_minilm_binary", "model.name_or_path=embedded:minilm",
+                                              "eval.threshold_by=meta.task_type"]))
     splits = _splits()
     predictor = AnnotatorPredictor.from_config(cfg)
     predictor.progress = False

@@ -8,6 +8,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import configs.schema  # noqa: F401
+from configs.schema import typed
 from slurm.render import train_script
 from tests.conftest import REPO
 from train.parallel_dims import job_world_size, procs_per_node
@@ -20,7 +21,7 @@ JOBS = {"two_nodes_of_8": ["slurm.nodes=2", "slurm.gpus_per_node=8"],
 
 def _cfg(overrides):
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        return compose("sft", overrides=overrides)
+        return typed(compose("sft", overrides=overrides))
 
 
 def _launched(script: str) -> tuple[int, int]:
@@ -35,7 +36,7 @@ def test_render_and_plan_agree_on_the_world_size(tmp_path, job):
     ov = ["+exp=longnovel_curriculum_demo", f"output_dir={tmp_path}", *JOBS[job]]
     cfg = _cfg(ov)
     nodes, procs = _launched(train_script(cfg, ov, REPO, tmp_path / "logs"))
-    world = planned_world_size(cfg)
+    world = planned_world_size(cfg.plan, cfg.slurm)
     assert world == nodes * procs == job_world_size(cfg.slurm)
     assert layout(cfg, world).ranks_per_node == procs == procs_per_node(cfg.slurm)
 
@@ -52,4 +53,4 @@ def test_the_trainers_ranks_see_the_rendered_world_size(tmp_path):
                            f"--nproc_per_node={procs}", "--no-python", sys.executable, "-c", code],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == [f"world={planned_world_size(cfg)}"] * procs
+    assert done.stdout.split() == [f"world={planned_world_size(cfg.plan, cfg.slurm)}"] * procs

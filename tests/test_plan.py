@@ -64,9 +64,10 @@ def test_the_trainer_check_warns_when_over_and_refuses_when_far_over(qwen3_8b):
     from hydra import compose, initialize_config_dir
 
     import configs.schema  # noqa: F401
+    from configs.schema import typed
 
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        cfg = compose("sft", overrides=["+exp=longnovel_curriculum", f"model.name_or_path={qwen3_8b}"])
+        cfg = typed(compose("sft", overrides=["+exp=longnovel_curriculum", f"model.name_or_path={qwen3_8b}"]))
     assert check_before_training(cfg, 8, 96 * GB) is None
     assert "sft_32k" in check_before_training(cfg, 8, 24 * GB)           # 32k over by < 25%: a warning
     with pytest.raises(MemoryPlanError, match="plan.max_over"):

@@ -6,6 +6,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import configs.schema  # noqa: F401
+from configs.schema import typed
 from slurm.render import checkpoint_name, eval_script, job_overrides, train_script
 from tests.conftest import REPO
 from train.tools.plan import GB, host_bytes_per_node, host_request_gb, layout, model_shape
@@ -13,7 +14,7 @@ from train.tools.plan import GB, host_bytes_per_node, host_request_gb, layout, m
 
 def _cfg(overrides):
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        return compose("sft", overrides=overrides)
+        return typed(compose("sft", overrides=overrides))
 
 
 def test_job_overrides_drop_slurm_and_script_keys():

@@ -49,13 +49,14 @@ def test_vllm_gets_the_prompts_of_the_hf_path_sentence_by_sentence(monkeypatch, 
 
     import configs.schema  # noqa: F401
     import eval.vllm_backend
+    from configs.schema import typed
     from data_builders.collate import prompt_ids
     from data_builders.evidence import evidence_records
     from eval.predictors import AnnotatorPredictor, Inference
     from tests.conftest import REPO
 
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        cfg = compose("sft", overrides=["+exp=longnovel_curriculum_demo", "eval.backend=vllm"])
+        cfg = typed(compose("sft", overrides=["+exp=longnovel_curriculum_demo", "eval.backend=vllm"]))
     record = {"id": "r1", "task": "summarization", "language": "zh", "label": 0,
               "source": "林远走进书房。他拿起那本旧书。窗外下着雨。", "response": "林远走进书房。他拿起书。"}
     handed = []

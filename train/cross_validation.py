@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
-
+from configs.choices import Scorer
+from configs.schema import BertScoreConfig, DataConfig, SFTConfig, with_changes
 from data_builders.folds import deal_folds
 from data_builders.schema import read_jsonl, read_records
 from eval.report import write_eval
@@ -24,29 +24,29 @@ from train.trainer import train
 FOLDS_REPORT = "folds_report.txt"
 
 
-def fold_config(cfg: DictConfig, run_dir: Path, i: int) -> DictConfig:
+def fold_config(cfg: SFTConfig, run_dir: Path, i: int) -> SFTConfig:
     """The config of fold i: an ordinary records run in <run_dir>/fold_<i>."""
-    return OmegaConf.merge(cfg, {"data": {"folds": 0, "root": str(run_dir / "folds" / f"fold_{i}")},
+    return with_changes(cfg, {"data": {"folds": 0, "root": str(run_dir / "folds" / f"fold_{i}")},
                                  "output_dir": str(run_dir / f"fold_{i}"),
                                  "logger": {"group": cfg.logger.group or run_dir.name}})
 
 
-def _deal_once(cfg: DictConfig, folds_dir: Path) -> None:
+def _deal_once(data: DataConfig, folds_dir: Path) -> None:
     """The folds, dealt by the first launch (a resumed run keeps them)."""
     if not (folds_dir / FOLDS_REPORT).exists():
-        print(deal_folds(cfg.data, folds_dir), end="", flush=True)
+        print(deal_folds(data, folds_dir), end="", flush=True)
 
 
 def fold_done(run_dir: Path, i: int) -> bool:
     return (run_dir / f"fold_{i}" / "eval" / "metrics.json").is_file()
 
 
-def train_folds(cfg: DictConfig, info: DistInfo) -> dict | None:
+def train_folds(cfg: SFTConfig, info: DistInfo) -> dict | None:
     """Train and evaluate every fold (a finished fold is kept when resuming), then score the pooled
     predictions; the pooled metrics on rank 0, None elsewhere or when a fold stopped early."""
     cfg, run_dir = agree_on_output_dir(cfg, info)
     folds_dir = run_dir / "folds"
-    on_main_rank(lambda: _deal_once(cfg, folds_dir), info.is_main)     # every rank enters; rank 0 looks
+    on_main_rank(lambda: _deal_once(cfg.data, folds_dir), info.is_main)     # every rank enters; rank 0 looks
     barrier()
     for i in range(cfg.data.folds):
         if cfg.resume == "auto" and fold_done(run_dir, i):
@@ -61,22 +61,22 @@ def train_folds(cfg: DictConfig, info: DistInfo) -> dict | None:
             return None
     if not info.is_main:
         return None
-    metrics = pool_folds(cfg, run_dir)
+    metrics = pool_folds(cfg.task.scorer, cfg.data.folds, cfg.eval.bertscore, run_dir)
     print(f"== cross-validation, {cfg.data.folds} folds pooled\n"
           + (run_dir / "eval" / "report.md").read_text(encoding="utf-8"), flush=True)
     return metrics
 
 
-def pool_folds(cfg: DictConfig, run_dir: Path) -> dict:
+def pool_folds(scorer_name: Scorer, folds: int, bertscore: BertScoreConfig, run_dir: Path) -> dict:
     """The k test parts scored together (each record once) into <run_dir>/eval, with each fold's
     own figures in the report."""
-    s = scorer(cfg.task.scorer)
+    s = scorer(scorer_name)
     gold, predictions, per_fold = [], {}, []
-    for i in range(cfg.data.folds):
+    for i in range(folds):
         gold += read_records(run_dir / "folds" / f"fold_{i}" / "test.jsonl")
         predictions.update({row["id"]: row for row in read_jsonl(run_dir / f"fold_{i}" / "eval" / "predictions.jsonl")})
         per_fold.append(json.loads((run_dir / f"fold_{i}" / "eval" / "metrics.json").read_text(encoding="utf-8")))
-    metrics, rows = s.score(gold, predictions, cfg.eval.bertscore)
+    metrics, rows = s.score(gold, predictions, bertscore)
     metrics["folds"] = per_fold
     out = run_dir / "eval"
     write_eval(out, s, metrics, rows)

@@ -6,9 +6,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig
 
-from configs.schema import stage_sp_size
+from configs.schema import (
+    DataConfig,
+    ModelConfig,
+    OptimConfig,
+    ParallelConfig,
+    SFTConfig,
+    StageConfig,
+    TaskConfig,
+    stage_sp_size,
+)
 from data_builders.collate import pack_samples
 from data_builders.evidence import EVIDENCE_VERSION
 from data_builders.pairs import check_vocabulary, uses_pairs
@@ -17,6 +25,7 @@ from data_builders.schema import write_jsonl
 from data_builders.sources import (
     SOURCES,
     DataError,
+    DataRequest,
     build_records,
     check_data_config,
     in_bucket,
@@ -29,7 +38,7 @@ from train.distributed import DistInfo, barrier, on_main_rank
 from train.parallel_dims import stage_dims
 
 
-def check_run_config(cfg: DictConfig, world: int) -> None:
+def check_run_config(cfg: SFTConfig, world: int) -> None:
     """Errors a user can fix in a training run of `world` ranks, raised before any process group
     exists (train/sft.py) or any job is submitted (slurm/submit.py): the model path, the curriculum,
     the parallel layout, the task, the data (every row of its files)."""
@@ -58,20 +67,20 @@ def check_run_config(cfg: DictConfig, world: int) -> None:
     check_data_config(cfg.data)
 
 
-def stage_grad_accum(cfg: DictConfig, stage: DictConfig | None) -> tuple[int, str]:
+def stage_grad_accum(optim: OptimConfig, stage: StageConfig | None) -> tuple[int, str]:
     """A stage's gradient accumulation and the key it comes from: its own `grad_accum`, else
     `optim.grad_accum` (also for stage None, the run's default)."""
     if stage is not None and stage.grad_accum is not None:
         return stage.grad_accum, f"curriculum stage {stage.name!r} grad_accum"
-    return cfg.optim.grad_accum, "optim.grad_accum"
+    return optim.grad_accum, "optim.grad_accum"
 
 
-def check_parallel_config(cfg: DictConfig, world: int) -> None:
-    check_ring_config(cfg)
+def check_parallel_config(cfg: SFTConfig, world: int) -> None:
+    check_ring_config(cfg.parallel, cfg.model)
     for stage in [None, *cfg.curriculum.stages]:
-        dims = stage_dims(cfg, stage, world)       # validated before any process group exists
+        dims = stage_dims(cfg.parallel, stage, world)       # validated before any process group exists
         sp, key = dims.sp_size, dims.key
-        accum, accum_key = stage_grad_accum(cfg, stage)
+        accum, accum_key = stage_grad_accum(cfg.optim, stage)
         if accum < 1:
             raise ValueError(f"{accum_key}={accum}: expected >= 1")
         if cfg.data.packing and (not kind_of(cfg.task).generates or cfg.optim.micro_batch_size != 1
@@ -84,38 +93,40 @@ def check_parallel_config(cfg: DictConfig, world: int) -> None:
                              "raise optim.grad_accum instead")
 
 
-def check_ring_config(cfg: DictConfig) -> None:
-    impl, kernel = cfg.parallel.ring_impl, cfg.parallel.ring_kernel
+def check_ring_config(parallel: ParallelConfig, model: ModelConfig) -> None:
+    impl, kernel = parallel.ring_impl, parallel.ring_kernel
     needs_cuda = {"parallel.ring_impl=ring_flash_attn": impl == "ring_flash_attn",
                   "parallel.ring_kernel=flash_attn": kernel == "flash_attn"}
     for key, wanted in needs_cuda.items():
         if wanted and not torch.cuda.is_available():
             raise ValueError(f"{key} runs on CUDA only, and this machine has no CUDA device; use the defaults "
                              "(parallel.ring_impl=ring, parallel.ring_kernel=torch)")
-    if impl == "ring_flash_attn" and cfg.model.dtype in ("float32", "fp32"):
-        raise ValueError(f"parallel.ring_impl=ring_flash_attn with model.dtype={cfg.model.dtype}: its zigzag "
+    if impl == "ring_flash_attn" and model.dtype in ("float32", "fp32"):
+        raise ValueError(f"parallel.ring_impl=ring_flash_attn with model.dtype={model.dtype}: its zigzag "
                          "backward is wrong for fp32 inputs; use bf16 or parallel.ring_impl=ring")
 
 
-def prepare_records(cfg: DictConfig, tokenizer, run_dir: Path, info: DistInfo) -> dict[str, list[dict]]:
+def prepare_records(data: DataConfig, request: DataRequest, tokenizer, run_dir: Path,
+                    info: DistInfo) -> dict[str, list[dict]]:
     """Rank 0 builds (or imports) the records into <run_dir>/data once; every rank reads them."""
-    if SOURCES[cfg.data.source].read_in_place:
-        return build_records(cfg.data, data_request(cfg), tokenizer)[0]
+    if SOURCES[data.source].read_in_place:
+        return build_records(data, request, tokenizer)[0]
     data_dir = run_dir / "data"
     # every rank enters on_main_rank; only the main rank looks whether an earlier launch built them (a
     # rank that looked itself could find rank 0's fresh files and skip the collective it waits in)
-    on_main_rank(lambda: (data_dir / "test.jsonl").exists() or _write_records(cfg, tokenizer, data_dir), info.is_main)
+    on_main_rank(lambda: (data_dir / "test.jsonl").exists() or _write_records(data, request, tokenizer, data_dir),
+                 info.is_main)
     barrier()
     return read_splits(data_dir)
 
 
-def _write_records(cfg: DictConfig, tokenizer, data_dir: Path) -> None:
-    records, report = build_records(cfg.data, data_request(cfg), tokenizer)
+def _write_records(data: DataConfig, request: DataRequest, tokenizer, data_dir: Path) -> None:
+    records, report = build_records(data, request, tokenizer)
     records = {k: v for k, v in records.items() if v}
     if "train" not in records or "test" not in records:
         counts = {s: len(records.get(s, [])) for s in ("train", "test")}
-        raise DataError(f"data.source={cfg.data.source}: the build produced {counts} records for buckets "
-                        f"{list(data_request(cfg).buckets)}; the corpus is too small for these buckets (see "
+        raise DataError(f"data.source={data.source}: the build produced {counts} records for buckets "
+                        f"{list(request.buckets)}; the corpus is too small for these buckets (see "
                         f"data.corpus, data.bucket_budgets)\n{report}")
     data_dir.mkdir(parents=True, exist_ok=True)
     for split, rows in records.items():
@@ -126,13 +137,13 @@ def _write_records(cfg: DictConfig, tokenizer, data_dir: Path) -> None:
     print(report, flush=True)
 
 
-def encoder(task: DictConfig):
+def encoder(task: TaskConfig):
     """record -> training sample, for the task's kind."""
     encode = kind_of(task).encode
     return lambda rec, tok: encode(rec, tok, task)
 
 
-def check_backbone_config(cfg: DictConfig) -> None:
+def check_backbone_config(cfg: SFTConfig) -> None:
     """What an encoder backbone (BERT family) can be trained for: a binary head or a span head on
     records, at sequence-parallel degree 1, without packing or LoRA."""
     if not is_encoder(resolve_model_path(cfg.model.name_or_path)):
@@ -146,14 +157,14 @@ def check_backbone_config(cfg: DictConfig) -> None:
         raise DataError(f"{where}: it reads the (evidence, response) pairs of records (data.source=records: a "
                         f"converted benchmark, your own JSONL); data.source={cfg.data.source} builds Chinese samples "
                         "for a decoder's chat prompt")
-    sp = max(stage_sp_size(cfg, s) for s in [None, *cfg.curriculum.stages])
+    sp = max(stage_sp_size(cfg.parallel, s) for s in [None, *cfg.curriculum.stages])
     if sp > 1 or cfg.data.packing or cfg.model.lora.enabled:
         raise DataError(f"{where}: it reads (evidence, response) pairs in windows of its own length, whole on one "
                         f"device and in full: it needs parallel.sp_size=1 (found {sp}), data.packing=false and "
                         "model.lora.enabled=false")
 
 
-def check_task_config(task: DictConfig) -> None:
+def check_task_config(task: TaskConfig) -> None:
     if task.evidence_sentences < 0:
         raise DataError(f"task.evidence_sentences: expected 0 (the whole source) or k > 0, "
                         f"found {task.evidence_sentences}")
@@ -191,7 +202,7 @@ def sentence_pool(records: list[dict], k: int, stage: str, max_skip_fraction: fl
     return pool
 
 
-def stage_samples(records: list[dict], stage: DictConfig, tokenizer, task: DictConfig,
+def stage_samples(records: list[dict], stage: StageConfig, tokenizer, task: TaskConfig,
                   max_skip_fraction: float, packing: bool = False, num_proc: int = 1) -> tuple[list[dict], int]:
     """Encoded samples of the stage's bucket; longer ones are skipped and counted, never truncated.
     With `packing`, the samples come back packed into rows of up to max_seq_len tokens."""
@@ -246,7 +257,7 @@ class StagePlan:
                 for a in range(self.grad_accum)]
 
 
-def plan_stage(stage: DictConfig, n_samples: int, dp_size: int, micro_batch: int, grad_accum: int,
+def plan_stage(stage: StageConfig, n_samples: int, dp_size: int, micro_batch: int, grad_accum: int,
                seed: int, cap: int | None) -> StagePlan:
     per_step = dp_size * micro_batch * grad_accum
     if n_samples < per_step:

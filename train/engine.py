@@ -7,9 +7,16 @@ import shutil
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig
 
-from configs.schema import stage_sp_size
+from configs.schema import (
+    DeepSpeedConfig,
+    ModelConfig,
+    OptimConfig,
+    ParallelConfig,
+    SFTConfig,
+    TaskConfig,
+    stage_sp_size,
+)
 from models.annotator import WRAPPERS, hf_model, load_annotator
 from models.builders import torch_dtype
 from models.export_spec import AnnotatorSpec, write_model_card
@@ -17,8 +24,8 @@ from models.kinds import kind_of
 from models.lora import merged_copy
 
 
-def ds_config(cfg: DictConfig, world_size: int, grad_accum: int | None = None, load_universal: bool = False) -> dict:
-    ds, opt = cfg.deepspeed, cfg.optim
+def ds_config(ds: DeepSpeedConfig, opt: OptimConfig, dtype: str, world_size: int, grad_accum: int | None = None,
+              load_universal: bool = False) -> dict:
     grad_accum = opt.grad_accum if grad_accum is None else grad_accum
     if ds.zero_stage not in (0, 2, 3):
         raise ValueError(f"deepspeed.zero_stage: expected 0, 2 or 3, found {ds.zero_stage}")
@@ -39,7 +46,7 @@ def ds_config(cfg: DictConfig, world_size: int, grad_accum: int | None = None, l
         "gradient_clipping": opt.grad_clip,
         "zero_optimization": zero,
         "zero_allow_untested_optimizer": True,
-        "bf16": {"enabled": torch_dtype(cfg.model.dtype) == torch.bfloat16},
+        "bf16": {"enabled": torch_dtype(dtype) == torch.bfloat16},
         "steps_per_print": 1_000_000_000,
         "wall_clock_breakdown": False,
     }
@@ -50,7 +57,7 @@ def ds_config(cfg: DictConfig, world_size: int, grad_accum: int | None = None, l
     return config
 
 
-def _adam_params(opt: DictConfig, lr: float) -> dict:
+def _adam_params(opt: OptimConfig, lr: float) -> dict:
     return {"lr": lr, "betas": list(opt.betas), "eps": opt.eps, "weight_decay": opt.weight_decay}
 
 
@@ -68,35 +75,36 @@ def lr_lambda(kind: str, total_steps: int, warmup_steps: int):
     return f
 
 
-def attention_backend(cfg: DictConfig, sp_size: int) -> str:
+def attention_backend(model: ModelConfig, parallel: ParallelConfig, packing: bool, sp_size: int) -> str:
     """Sequence parallelism and packed rows swap in the ring backend for training (it keeps packed
     documents apart); inference keeps the configured one."""
-    if sp_size == 1 and not cfg.data.packing:
-        return cfg.model.attn_implementation
+    if sp_size == 1 and not packing:
+        return model.attn_implementation
     from models.attention.hf_ring import register
 
-    return register(cfg.parallel.ring_impl, cfg.parallel.ring_kernel)
+    return register(parallel.ring_impl, parallel.ring_kernel)
 
 
-def load_model(cfg: DictConfig, path: str, attn_implementation: str, lora: bool = False):
-    return load_annotator(path, cfg.task.kind, cfg.task.head, cfg.model.dtype, attn_implementation,
-                          cfg.model.lora if lora else None, cfg.model.yarn_factor)
+def load_model(model: ModelConfig, task: TaskConfig, path: str, attn_implementation: str, lora: bool = False):
+    return load_annotator(path, task.kind, task.head, model.dtype, attn_implementation,
+                          model.lora if lora else None, model.yarn_factor)
 
 
-def build_engine(cfg: DictConfig, weights_dir: str, world_size: int, lr: float, total_steps: int,
+def build_engine(cfg: SFTConfig, weights_dir: str, world_size: int, lr: float, total_steps: int,
                  sp_size: int | None = None, grad_accum: int | None = None, load_universal: bool = False):
     """A fresh DeepSpeed engine (new optimizer and scheduler) on the weights in `weights_dir`."""
     import deepspeed
     from transformers.integrations import HfDeepSpeedConfig
     from transformers.integrations.deepspeed import unset_hf_deepspeed_config
 
-    config = ds_config(cfg, world_size, grad_accum, load_universal)
+    config = ds_config(cfg.deepspeed, cfg.optim, cfg.model.dtype, world_size, grad_accum, load_universal)
     if "optimizer" in config:
         config["optimizer"]["params"]["lr"] = lr
     keep_alive = HfDeepSpeedConfig(config) if cfg.deepspeed.zero_stage == 3 else None
     try:
-        sp = stage_sp_size(cfg, None) if sp_size is None else sp_size
-        model = load_model(cfg, weights_dir, attention_backend(cfg, sp), lora=cfg.model.lora.enabled)
+        sp = stage_sp_size(cfg.parallel, None) if sp_size is None else sp_size
+        backend = attention_backend(cfg.model, cfg.parallel, cfg.data.packing, sp)
+        model = load_model(cfg.model, cfg.task, weights_dir, backend, lora=cfg.model.lora.enabled)
     finally:
         del keep_alive
         unset_hf_deepspeed_config()
@@ -157,7 +165,7 @@ def consolidated_state_dict(engine, zero_stage: int) -> dict:
     return engine.module.state_dict()
 
 
-def export_hf(engine, cfg: DictConfig, weights_dir: str, tokenizer, out_dir: Path, is_main: bool,
+def export_hf(engine, cfg: SFTConfig, weights_dir: str, tokenizer, out_dir: Path, is_main: bool,
               spec: AnnotatorSpec | None = None) -> None:
     """Write a `from_pretrained`-loadable model + tokenizer, and with `spec` its `annotator.json`
     and model card, atomically (tmp dir, then rename).
@@ -173,7 +181,7 @@ def export_hf(engine, cfg: DictConfig, weights_dir: str, tokenizer, out_dir: Pat
     wrapped = isinstance(engine.module, WRAPPERS)
     state = {(k.removeprefix("model.") if wrapped else k): v.detach().to("cpu") for k, v in state.items()}
     if cfg.model.lora.enabled:
-        base = hf_model(load_model(cfg, weights_dir, cfg.model.attn_implementation))
+        base = hf_model(load_model(cfg.model, cfg.task, weights_dir, cfg.model.attn_implementation))
         model = merged_copy(base, state, cfg.model.lora, kind_of(cfg.task).lora_task)
         model.save_pretrained(tmp, safe_serialization=True)
     else:

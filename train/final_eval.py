@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import DictConfig
 from transformers import AutoConfig
 
+from configs.schema import SFTConfig
 from data_builders.schema import write_jsonl
 from eval.predict import select_eval_records
 from eval.predictors import AnnotatorPredictor, Inference, Shard
@@ -39,7 +39,7 @@ def _card_with_scores(hf_dir: str, markdown: list[str]) -> None:
         write_model_card(hf_dir, AnnotatorSpec.load(hf_dir), "\n".join(markdown))
 
 
-def evaluate_export(cfg: DictConfig, hf_dir: str, records_by_split: dict[str, list[dict]], out_dir: Path,
+def evaluate_export(cfg: SFTConfig, hf_dir: str, records_by_split: dict[str, list[dict]], out_dir: Path,
                     info: DistInfo) -> dict | None:
     """Score an exported model on the test split into `out_dir` (metrics.json, report.md, plots);
     the metrics on rank 0, None on the other ranks."""
@@ -67,7 +67,7 @@ def evaluate_export(cfg: DictConfig, hf_dir: str, records_by_split: dict[str, li
     return metrics
 
 
-def validation_scores(cfg: DictConfig, hf_dir: str, val_records: list[dict], info: DistInfo) -> dict | None:
+def validation_scores(cfg: SFTConfig, hf_dir: str, val_records: list[dict], info: DistInfo) -> dict | None:
     """An export scored on the validation split as the final evaluation scores the test split (a
     head's threshold chosen on that split): {"mcc", "acc", "n"} on rank 0, None elsewhere."""
     predictor = AnnotatorPredictor(cfg.task, Inference.of(cfg.model, cfg.eval), hf_dir,

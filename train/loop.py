@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from configs.schema import TaskConfig
+from configs.schema import SFTConfig, StageConfig, TaskConfig
 from eval.tracking import Tracker
 from models.kinds import Kind, kind_of
 from train.checkpoint import save_state
@@ -53,7 +53,7 @@ class StageContext:
     score: Callable | None = None        # (export directory) -> the validation scores on rank 0
 
     @classmethod
-    def of_stage(cls, cfg, index: int, stage, run_dir: Path, info: DistInfo, pad_id: int,
+    def of_stage(cls, cfg: SFTConfig, index: int, stage: StageConfig, run_dir: Path, info: DistInfo, pad_id: int,
                  log: TrainLog | None = None, tracker: Tracker | None = None) -> StageContext:
         """The context of curriculum stage `index`, from the run's config."""
         t = cfg.trainer

@@ -11,17 +11,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from omegaconf import DictConfig
-
-from configs.schema import stage_sp_size
+from configs.schema import CurriculumConfig, ParallelConfig, SlurmConfig, StageConfig, stage_sp_size
 
 
-def procs_per_node(slurm: DictConfig) -> int:
+def procs_per_node(slurm: SlurmConfig) -> int:
     """torchrun processes per node: one per GPU, or `slurm.procs_per_node` (default 1) in a CPU job."""
     return slurm.gpus_per_node if slurm.gpus_per_node > 0 else (slurm.procs_per_node or 1)
 
 
-def job_world_size(slurm: DictConfig) -> int:
+def job_world_size(slurm: SlurmConfig) -> int:
     """The ranks of a SLURM job: nodes x processes per node."""
     return slurm.nodes * procs_per_node(slurm)
 
@@ -56,13 +54,13 @@ class ParallelDims:
         return [list(range(g * self.sp_size, (g + 1) * self.sp_size)) for g in range(self.dp_size)]
 
 
-def stage_dims(cfg: DictConfig, stage: DictConfig | None, world_size: int) -> ParallelDims:
+def stage_dims(parallel: ParallelConfig, stage: StageConfig | None, world_size: int) -> ParallelDims:
     """The validated layout of a stage (None: the run's default), its errors naming the key."""
     own = stage is not None and stage.sp_size is not None
     key = f"curriculum stage {stage.name!r} sp_size" if own else "parallel.sp_size"
-    return ParallelDims(world_size, stage_sp_size(cfg, stage), key)
+    return ParallelDims(world_size, stage_sp_size(parallel, stage), key)
 
 
-def sp_sizes(cfg: DictConfig) -> list[int]:
+def sp_sizes(parallel: ParallelConfig, curriculum: CurriculumConfig) -> list[int]:
     """Every SP degree the run uses, `parallel.sp_size` first (process groups are built for each)."""
-    return [cfg.parallel.sp_size] + [stage_sp_size(cfg, s) for s in cfg.curriculum.stages]
+    return [parallel.sp_size] + [stage_sp_size(parallel, s) for s in curriculum.stages]

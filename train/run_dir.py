@@ -9,23 +9,22 @@ import sys
 import time
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
-
+from configs.schema import SFTConfig, to_yaml, with_changes
 from data_builders.schema import read_jsonl, read_jsonl_to_append
 from train.distributed import DistInfo, broadcast_object
 
 LOG_FIELDS = ("stage", "step", "seq_len", "loss", "grad_norm", "lr", "tokens", "elapsed_s")
 
 
-def agree_on_output_dir(cfg: DictConfig, info: DistInfo) -> tuple[DictConfig, Path]:
+def agree_on_output_dir(cfg: SFTConfig, info: DistInfo) -> tuple[SFTConfig, Path]:
     """Rank 0 resolves `output_dir` (its `${now:}` differs per process) and tells the others: the
     run's config with that directory (a new config; `cfg` is left as it was), and the directory."""
     chosen = broadcast_object(str(cfg.output_dir) if info.is_main else None)
-    cfg = OmegaConf.merge(cfg, {"output_dir": chosen})
+    cfg = with_changes(cfg, {"output_dir": chosen})
     path = Path(chosen)
     if info.is_main:
         path.mkdir(parents=True, exist_ok=True)
-        (path / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8")
+        (path / "config.yaml").write_text(to_yaml(cfg), encoding="utf-8")
     return cfg, path
 
 

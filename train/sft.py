@@ -6,12 +6,14 @@ import hydra
 from omegaconf import DictConfig
 
 import configs.schema  # noqa: F401  (registers the structured schemas)
+from configs.schema import SFTConfig
 from data_builders.user_errors import reports_user_errors
 
 
 @hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
 @reports_user_errors("train/sft.py")
-def main(cfg: DictConfig) -> None:
+def main(composed: DictConfig) -> None:
+    from configs.schema import typed
     from train.cross_validation import train_folds
     from train.data import check_run_config
     from train.distributed import init_distributed, teardown
@@ -19,6 +21,7 @@ def main(cfg: DictConfig) -> None:
     from train.quiet import quiet_libraries
     from train.trainer import train
 
+    cfg = typed(composed)
     # before any process group: a bad path or row fails at once on every rank alike, and the embedded
     # model is written by every process on its own (under a process group, save_pretrained writes on rank 0 only)
     check_run_config(cfg, launched_world_size())
@@ -26,13 +29,14 @@ def main(cfg: DictConfig) -> None:
     quiet_libraries(cfg.trainer.verbose)
     try:
         run = train_folds if cfg.data.folds else train
-        run(cfg, init_distributed(sp_sizes(cfg), cfg.trainer.collective_timeout_s,   # no reference outlives run()
+        groups = sp_sizes(cfg.parallel, cfg.curriculum)
+        run(cfg, init_distributed(groups, cfg.trainer.collective_timeout_s,   # no reference outlives run()
                                   verbose=cfg.trainer.verbose))
     finally:
         teardown()
 
 
-def check_memory_plan(cfg: DictConfig) -> None:
+def check_memory_plan(cfg: SFTConfig) -> None:
     """On GPUs, the memory plan of `python -m train.tools.plan` before anything is loaded: a warning
     when a stage is predicted not to fit, an error when it is far over (plan.max_over)."""
     import os

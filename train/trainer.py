@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig
 
-from configs.schema import stage_sp_size, to_container
+from configs.schema import DataConfig, SFTConfig, StageConfig, TaskConfig, stage_sp_size, to_container
 from data_builders.sources import DataError
 from eval.report import read_rows
+from eval.runner import data_request
 from eval.tracking import Tracker
 from models.builders import dtype_choice, load_tokenizer, resolve_model_path
 from models.export_spec import AnnotatorSpec
@@ -65,7 +65,7 @@ def stop_message(stop_at_step: int | None, run_dir: Path, global_step: int) -> s
 @dataclass(frozen=True)
 class Run:
     """What every stage of one run shares."""
-    cfg: DictConfig
+    cfg: SFTConfig
     info: DistInfo
     run_dir: Path
     names: list[str]            # the curriculum's stage names
@@ -77,14 +77,14 @@ class Run:
     tracker: Tracker
 
 
-def train(cfg: DictConfig, info: DistInfo, continue_dir: Path | None = None) -> dict | None:
+def train(cfg: SFTConfig, info: DistInfo, continue_dir: Path | None = None) -> dict | None:
     """Every stage, then the final evaluation; the metrics on rank 0. `continue_dir`: the directory
     the stop message's command continues (a cross-validation run's, not its fold's)."""
     torch.manual_seed(cfg.trainer.seed)
     cfg, run_dir = agree_on_output_dir(cfg, info)
     base = resolve_model_path(cfg.model.name_or_path)
     tokenizer = load_tokenizer(base)
-    records = prepare_records(cfg, tokenizer, run_dir, info)
+    records = prepare_records(cfg.data, data_request(cfg), tokenizer, run_dir, info)
     stages = list(cfg.curriculum.stages)
     names = [s.name for s in stages]
     if cfg.trainer.eval_every and not records.get("val"):
@@ -124,7 +124,8 @@ def train(cfg: DictConfig, info: DistInfo, continue_dir: Path | None = None) -> 
         tracker.finish()
 
 
-def _evaluate(cfg, info, out_dir: Path, weights: str, records, tracker, prefix: str, step: int) -> dict | None:
+def _evaluate(cfg: SFTConfig, info: DistInfo, out_dir: Path, weights: str, records: dict[str, list[dict]],
+              tracker: Tracker, prefix: str, step: int) -> dict | None:
     metrics = evaluate_export(cfg, weights, records, out_dir, info)
     if metrics is not None:
         curve = curve_markdown(Path(cfg.output_dir), out_dir)
@@ -136,25 +137,26 @@ def _evaluate(cfg, info, out_dir: Path, weights: str, records, tracker, prefix: 
     return metrics
 
 
-def _stage_samples(cfg, info, stage, tokenizer, train_records):
+def _stage_samples(task: TaskConfig, data: DataConfig, info: DistInfo, stage: StageConfig, tokenizer,
+                   train_records: list[dict]) -> tuple[list[dict], int]:
     """The main rank tokenises (in data.num_proc processes) and fills the sample cache; the other
     ranks then read it instead of tokenising the same records at once."""
     def encode():
-        return stage_samples(train_records, stage, tokenizer, cfg.task, cfg.data.max_skip_fraction,
-                             cfg.data.packing, cfg.data.num_proc)
+        return stage_samples(train_records, stage, tokenizer, task, data.max_skip_fraction, data.packing,
+                             data.num_proc)
 
     out = on_main_rank(encode, info.is_main)
     return out if info.is_main else encode()
 
 
-def _run_one_stage(run: Run, index: int, stage: DictConfig, start_step: int, global_step: int,
+def _run_one_stage(run: Run, index: int, stage: StageConfig, start_step: int, global_step: int,
                    state_dir: Path | None) -> tuple[int, bool]:
     """Train one stage from `start_step` (from `state_dir` when resuming inside it) and export it;
     returns (global step, stopped early)."""
     cfg, run_dir, names = run.cfg, run.run_dir, run.names
-    info = run.info.with_sp(stage_sp_size(cfg, stage))     # the stage's own SP x DP layout
-    samples, skipped = _stage_samples(cfg, info, stage, run.tokenizer, run.train_records)
-    grad_accum, _ = stage_grad_accum(cfg, stage)
+    info = run.info.with_sp(stage_sp_size(cfg.parallel, stage))     # the stage's own SP x DP layout
+    samples, skipped = _stage_samples(cfg.task, cfg.data, info, stage, run.tokenizer, run.train_records)
+    grad_accum, _ = stage_grad_accum(cfg.optim, stage)
     plan = plan_stage(stage, len(samples), info.dp_size, cfg.optim.micro_batch_size,
                       grad_accum, cfg.trainer.seed + 1000 * index, cfg.trainer.max_steps)
     if info.is_main:
@@ -203,7 +205,7 @@ def _run_one_stage(run: Run, index: int, stage: DictConfig, start_step: int, glo
     return global_step, stopped
 
 
-def annotator_spec(cfg: DictConfig, stage: DictConfig, train_records: list[dict]) -> AnnotatorSpec:
+def annotator_spec(cfg: SFTConfig, stage: StageConfig, train_records: list[dict]) -> AnnotatorSpec:
     """What a stage's export needs for inference (`annotator.json`); the final evaluation adds
     the decision threshold."""
     languages = Counter(r.get("language") or "zh" for r in train_records)

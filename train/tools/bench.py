@@ -58,9 +58,10 @@ def _compose(overrides: list[str]):
     from hydra import compose, initialize_config_dir
 
     import configs.schema  # noqa: F401  (registers the schemas)
+    from configs.schema import typed
 
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
-        return compose("sft", overrides=DEMO + overrides)
+        return typed(compose("sft", overrides=DEMO + overrides))
 
 
 class PlainLoop:

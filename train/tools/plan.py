@@ -28,11 +28,21 @@ import math
 from dataclasses import dataclass
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 import configs.schema  # noqa: F401  (registers the structured schemas)
 from configs.choices import Gpu
-from configs.schema import stage_sp_size
+from configs.schema import (
+    CurriculumConfig,
+    ModelConfig,
+    ParallelConfig,
+    PlanConfig,
+    SFTConfig,
+    SlurmConfig,
+    TaskConfig,
+    stage_sp_size,
+    typed,
+)
 from data_builders.user_errors import reports_user_errors
 from models.kinds import kind_of
 from train.disk import GB, checkpoint_bytes, export_bytes, peak_disk_bytes
@@ -160,11 +170,11 @@ class StageRow:
         return sum(self.terms.values())
 
 
-def plan_rows(cfg: DictConfig, m: ModelShape, lay: Layout) -> list[StageRow]:
-    limit = gpu_bytes(cfg)
+def plan_rows(curriculum: CurriculumConfig, parallel: ParallelConfig, limit: float, m: ModelShape,
+              lay: Layout) -> list[StageRow]:
     rows = []
-    for stage in cfg.curriculum.stages:
-        sp = stage_sp_size(cfg, stage)
+    for stage in curriculum.stages:
+        sp = stage_sp_size(parallel, stage)
         fits = [k for k in range(1, lay.world + 1) if lay.world % k == 0
                 and sum(stage_terms(m, lay, stage.max_seq_len, k).values()) <= limit]
         rows.append(StageRow(stage.name, stage.max_seq_len, sp, stage_terms(m, lay, stage.max_seq_len, sp),
@@ -172,15 +182,15 @@ def plan_rows(cfg: DictConfig, m: ModelShape, lay: Layout) -> list[StageRow]:
     return rows
 
 
-def gpu_bytes(cfg: DictConfig) -> float:
-    if cfg.plan.gpu_mem_gb:
-        return cfg.plan.gpu_mem_gb * GB
-    if cfg.plan.gpu is None:
+def gpu_bytes(plan: PlanConfig) -> float:
+    if plan.gpu_mem_gb:
+        return plan.gpu_mem_gb * GB
+    if plan.gpu is None:
         raise ValueError(f"the plan needs plan.gpu=<one of {', '.join(Gpu)}> or plan.gpu_mem_gb=<GB>")
-    return GPU_MEMORY_GB[cfg.plan.gpu] * GB
+    return GPU_MEMORY_GB[plan.gpu] * GB
 
 
-def layout(cfg: DictConfig, world: int) -> Layout:
+def layout(cfg: SFTConfig, world: int) -> Layout:
     return Layout(world=world, ranks_per_node=procs_per_node(cfg.slurm), zero_stage=cfg.deepspeed.zero_stage,
                   offload_param=cfg.deepspeed.offload_param, offload_optimizer=cfg.deepspeed.offload_optimizer,
                   gradient_checkpointing=cfg.model.gradient_checkpointing,
@@ -204,11 +214,10 @@ def table(rows: list[StageRow], limit: float, m: ModelShape, lay: Layout) -> str
     return "\n".join(lines)
 
 
-def run_model_shape(cfg: DictConfig) -> ModelShape:
+def run_model_shape(model: ModelConfig, task: TaskConfig) -> ModelShape:
     from models.builders import resolve_model_path
-    kind = kind_of(cfg.task)
-    return model_shape(resolve_model_path(cfg.model.name_or_path), kind.name, len(kind.labels(cfg.task)),
-                       cfg.model.dtype)
+    kind = kind_of(task)
+    return model_shape(resolve_model_path(model.name_or_path), kind.name, len(kind.labels(task)), model.dtype)
 
 
 def host_request_gb(m: ModelShape, lay: Layout) -> int:
@@ -218,18 +227,20 @@ def host_request_gb(m: ModelShape, lay: Layout) -> int:
     return math.ceil((host_bytes_per_node(m, lay) * HOST_MARGIN + HOST_PER_RANK * ranks) / GB)
 
 
-def make_plan(cfg: DictConfig, world: int, m: ModelShape | None = None) -> tuple[list[StageRow], str]:
-    m = m or run_model_shape(cfg)
+def make_plan(cfg: SFTConfig, world: int, m: ModelShape | None = None,
+              limit: float | None = None) -> tuple[list[StageRow], str]:
+    """The plan's rows and table against `limit` bytes per GPU (default: plan.gpu / plan.gpu_mem_gb)."""
+    m = m or run_model_shape(cfg.model, cfg.task)
     lay = layout(cfg, world)
-    rows = plan_rows(cfg, m, lay)
-    return rows, table(rows, gpu_bytes(cfg), m, lay)
+    limit = gpu_bytes(cfg.plan) if limit is None else limit
+    rows = plan_rows(cfg.curriculum, cfg.parallel, limit, m, lay)
+    return rows, table(rows, limit, m, lay)
 
 
-def check_before_training(cfg: DictConfig, world: int, gpu_total_bytes: float) -> str | None:
+def check_before_training(cfg: SFTConfig, world: int, gpu_total_bytes: float) -> str | None:
     """On GPUs: None when every stage fits; the table as a warning when one does not; an error
     when one is over by more than plan.max_over."""
-    cfg = OmegaConf.merge(cfg, {"plan": {"gpu_mem_gb": gpu_total_bytes / GB}})
-    rows, text = make_plan(cfg, world)
+    rows, text = make_plan(cfg, world, limit=gpu_total_bytes)
     worst = max(r.total / gpu_total_bytes for r in rows)
     if worst > cfg.plan.max_over:
         raise MemoryPlanError(f"the memory plan puts a stage at {worst:.2f}x this GPU's memory (more than "
@@ -237,7 +248,7 @@ def check_before_training(cfg: DictConfig, world: int, gpu_total_bytes: float) -
     return text if worst > 1 else None
 
 
-def disk_plan(cfg: DictConfig, m: ModelShape) -> str:
+def disk_plan(cfg: SFTConfig, m: ModelShape) -> str:
     """Per stage the size of one mid-stage checkpoint and of the stage export, and the run's peak disk
     under trainer.keep_checkpoints (an upper bound under LoRA, whose checkpoints hold only the adapters'
     optimizer state)."""
@@ -261,15 +272,16 @@ def disk_plan(cfg: DictConfig, m: ModelShape) -> str:
 
 @hydra.main(config_path="../../configs", config_name="sft", version_base="1.3")
 @reports_user_errors("train/tools/plan.py")
-def main(cfg: DictConfig) -> None:
-    m = run_model_shape(cfg)
-    print(make_plan(cfg, planned_world_size(cfg), m)[1])
+def main(composed: DictConfig) -> None:
+    cfg = typed(composed)
+    m = run_model_shape(cfg.model, cfg.task)
+    print(make_plan(cfg, planned_world_size(cfg.plan, cfg.slurm), m)[1])
     print("\n" + disk_plan(cfg, m))
 
 
-def planned_world_size(cfg: DictConfig) -> int:
+def planned_world_size(plan: PlanConfig, slurm: SlurmConfig) -> int:
     """`plan.world_size`, else the SLURM job's (what `slurm/submit.py` renders)."""
-    return cfg.plan.world_size or job_world_size(cfg.slurm)
+    return plan.world_size or job_world_size(slurm)
 
 
 if __name__ == "__main__":
