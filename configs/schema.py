@@ -225,6 +225,23 @@ class VllmConfig:
 
 
 @dataclass
+class JudgeConfig:
+    """eval.backend=openai: the prompts go to an OpenAI-compatible chat endpoint (`vllm serve`, SGLang,
+    llama.cpp's server, `transformers serve`, a hosted API) instead of a model in this process."""
+    base_url: str | None = None        # e.g. http://127.0.0.1:8000/v1
+    model: str | None = None           # the model name the endpoint serves
+    api_key_env: str | None = None     # the environment variable that holds the key (the key is never stored)
+    temperature: float = 0.0
+    system_prompt: str | None = None   # a system message before the template's own messages
+    concurrency: int = 4                  # requests in flight at once
+    max_retries: int = 6                  # 408 / 429 / 5xx / timeouts / dropped connections, with backoff
+    timeout_s: float = 600.0              # per request
+    cache_dir: str | None = None       # answers on disk by (model, messages, settings); None: the user's cache
+    price_in: float | None = None      # per million prompt tokens: a cost line in the report
+    price_out: float | None = None     # per million completion tokens
+
+
+@dataclass
 class BertScoreModel:
     model: str | None = None    # a local path; None: no BERTScore for this language
     num_layers: int = 8            # the layer bert-score reads (8 for bert-base-chinese, 17 for roberta-large)
@@ -240,8 +257,10 @@ class BertScoreConfig:
 @dataclass
 class EvalConfig:
     method: EvalMethod = EvalMethod.annotator  # annotator (model.name_or_path / checkpoint) | rag | nli
-    backend: Backend = Backend.hf         # generative decoding: hf (generate, batched) | vllm (gpu extra)
+    backend: Backend = Backend.hf         # generative decoding: hf (generate, batched) | vllm (gpu extra) |
+                                          # openai (an OpenAI-compatible endpoint: eval.judge)
     vllm: VllmConfig = field(default_factory=VllmConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
     rag: RagConfig = field(default_factory=RagConfig)
     nli: NliConfig = field(default_factory=NliConfig)
     bertscore: BertScoreConfig = field(default_factory=BertScoreConfig)   # anah scorer only

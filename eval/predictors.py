@@ -15,6 +15,7 @@ from transformers import AutoConfig
 
 from configs.schema import EvalConfig, ModelConfig, NliConfig, RagConfig, SFTConfig, TaskConfig
 from data_builders.collate import prompt_ids
+from data_builders.prompts import render_messages
 from eval.predict import predict_records, select_eval_records
 from eval.predictions import binary_decision
 from eval.scoring import scorer
@@ -60,6 +61,7 @@ class Inference:
     dtype: str = "auto"
     attn_implementation: str = "sdpa"
     vllm: Any = None                       # configs.schema.VllmConfig, for backend=vllm
+    judge: Any = None                      # configs.schema.JudgeConfig, for backend=openai
     buckets: tuple[str, ...] = ("all",)    # validation records: these buckets, at most max_per_bucket each
     max_per_bucket: int | None = None
     threshold_by: str | None = None        # a record field: a binary head's threshold per value of it
@@ -68,7 +70,7 @@ class Inference:
     def of(cls, model: ModelConfig, evaluation: EvalConfig) -> Inference:
         e = evaluation
         return cls(str(e.backend), e.max_new_tokens, e.batch_size, e.batch_tokens, str(model.dtype),
-                   model.attn_implementation, e.vllm, tuple(e.buckets), e.max_per_bucket,
+                   model.attn_implementation, e.vllm, e.judge, tuple(e.buckets), e.max_per_bucket,
                    e.threshold_by)
 
     def validation(self, splits: dict[str, list[dict]]) -> list[dict]:
@@ -109,6 +111,11 @@ class AnnotatorPredictor:
     def prepare(self, splits: dict[str, list[dict]], out: Path | None = None) -> None:
         if self._vllm:
             return                # vLLM loads the model itself
+        if self._served:
+            from eval.judge import Judge
+
+            self.judge = Judge(self.inference.judge, self.inference.max_new_tokens)
+            return
         device = "cuda" if torch.cuda.is_available() else "cpu"
         i, t = self.inference, self.task
         self.model = load_annotator(self.path, t.kind, t.head, i.dtype, i.attn_implementation).to(device)
@@ -169,10 +176,16 @@ class AnnotatorPredictor:
     def _vllm(self) -> bool:
         return self.inference.backend == "vllm" and self.kind.generates
 
+    @property
+    def _served(self) -> bool:
+        return self.inference.backend == "openai" and self.kind.generates
+
     def _predicted(self, records: list[dict], progress: bool | None, on_result: Write | None = None) -> list[dict]:
         i, s = self.inference, self.shard
         if self._vllm:
             return self._vllm_rows(records, on_result)
+        if self._served:
+            return self._served_rows(records, progress, on_result)
         mine = predict_records(self.model, self.tokenizer, records[s.rank::s.world_size], self.task, i.max_new_tokens,
                                progress=self.progress if progress is None else progress, on_result=on_result,
                                batch_size=i.batch_size, batch_tokens=i.batch_tokens)
@@ -221,6 +234,17 @@ class AnnotatorPredictor:
                 on_result(row)
         return rows
 
+    def _served_rows(self, records: list[dict], progress: bool | None, on_result: Write | None) -> list[dict]:
+        """The judge's answers to the prompts the HF path renders (the template's chat messages), on
+        the main process only: the endpoint does the batching."""
+        prompts = [render_messages(r, self.task.template) for r in records]
+        outputs = self.judge.answers(prompts, self.progress if progress is None else progress)
+        rows = [{"id": r["id"], "output": o} for r, o in zip(records, outputs)]
+        for row in rows:
+            if on_result is not None:
+                on_result(row)
+        return rows
+
     def predict(self, records: list[dict], write: Write) -> None:
         self.rows(records, on_result=write)
 
@@ -248,6 +272,17 @@ class RagPredictor(AnnotatorPredictor):
                              f"task.evidence_sentences=0, found {self.task.evidence_sentences}")
         super().prepare(splits, out)
         self.embedder = EmbeddingRanker(self.rag.embedder)
+
+    def _served_rows(self, records: list[dict], progress: bool | None, on_result: Write | None) -> list[dict]:
+        """The judge's answers to the prompts the HF path renders (the template's chat messages), on
+        the main process only: the endpoint does the batching."""
+        prompts = [render_messages(r, self.task.template) for r in records]
+        outputs = self.judge.answers(prompts, self.progress if progress is None else progress)
+        rows = [{"id": r["id"], "output": o} for r, o in zip(records, outputs)]
+        for row in rows:
+            if on_result is not None:
+                on_result(row)
+        return rows
 
     def predict(self, records: list[dict], write: Write) -> None:
         from eval.rag import aggregate, block_records
@@ -309,6 +344,17 @@ class NliPredictor:
             print(f"{saved}: chosen for other eval.nli settings; choosing again on the validation split", flush=True)
             return None
         return Threshold(cached["threshold"], f"{saved.name} ({cached.get('source', 'validation split')})")
+
+    def _served_rows(self, records: list[dict], progress: bool | None, on_result: Write | None) -> list[dict]:
+        """The judge's answers to the prompts the HF path renders (the template's chat messages), on
+        the main process only: the endpoint does the batching."""
+        prompts = [render_messages(r, self.task.template) for r in records]
+        outputs = self.judge.answers(prompts, self.progress if progress is None else progress)
+        rows = [{"id": r["id"], "output": o} for r, o in zip(records, outputs)]
+        for row in rows:
+            if on_result is not None:
+                on_result(row)
+        return rows
 
     def predict(self, records: list[dict], write: Write) -> None:
         for rec in tqdm(records, desc=f"nli {self.nli.method}", dynamic_ncols=True):

@@ -58,6 +58,17 @@ def run_eval(cfg: SFTConfig) -> dict:
                 f.flush()
 
             predictor.predict(todo, write)
+        if getattr(predictor, "judge", None) is not None:
+            _record_judge(predictor.judge, out)
     metrics = score_files(cfg.task.scorer, out / "gold.jsonl", preds_path, out / "scores", bertscore=cfg.eval.bertscore)
     print(report_text(out / "scores"), end="")
     return metrics
+
+
+def _record_judge(judge, out: Path) -> None:
+    """The judge's requests, tokens and speed (and cost, with prices) beside the predictions."""
+    from eval.judge import usage_record
+
+    record = usage_record(judge.usage, judge.config)
+    (out / "judge_usage.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(record["line"], flush=True)

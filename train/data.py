@@ -56,6 +56,9 @@ def check_run_config(cfg: SFTConfig, world: int) -> None:
     if t.eval_every < 0 or t.early_stopping_patience < 0 or (t.early_stopping_patience and not t.eval_every):
         raise DataError(f"trainer.early_stopping_patience={t.early_stopping_patience} counts validation points: it "
                         f"needs trainer.eval_every > 0, found {t.eval_every} (both >= 0)")
+    if cfg.eval.backend == "openai":
+        raise DataError("eval.backend=openai sends prompts to a served judge: that is eval/run.py's, not a training "
+                        "run's final evaluation (which scores the run's own export); use eval.backend=hf or vllm here")
     if cfg.data.folds and not cfg.eval.enabled:
         raise DataError(f"data.folds={cfg.data.folds} scores every record in its fold's test part: it needs "
                         "eval.enabled=true")
