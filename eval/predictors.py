@@ -228,25 +228,26 @@ class AnnotatorPredictor:
         prompts = [prompt_ids(r, self.tokenizer, self.task.template) for r in records]
         outputs = vllm_generate(self.path, prompts, i.max_new_tokens, i.vllm.yarn, i.vllm.tensor_parallel_size,
                                 i.vllm.max_model_len)
-        rows = [{"id": r["id"], "output": o} for r, o in zip(records, outputs)]
-        for row in rows:
-            if on_result is not None:
-                on_result(row)
-        return rows
+        return _output_rows(records, outputs, on_result)
 
     def _served_rows(self, records: list[dict], progress: bool | None, on_result: Write | None) -> list[dict]:
         """The judge's answers to the prompts the HF path renders (the template's chat messages), on
         the main process only: the endpoint does the batching."""
         prompts = [render_messages(r, self.task.template) for r in records]
         outputs = self.judge.answers(prompts, self.progress if progress is None else progress)
-        rows = [{"id": r["id"], "output": o} for r, o in zip(records, outputs)]
-        for row in rows:
-            if on_result is not None:
-                on_result(row)
-        return rows
+        return _output_rows(records, outputs, on_result)
 
     def predict(self, records: list[dict], write: Write) -> None:
         self.rows(records, on_result=write)
+
+
+def _output_rows(records: list[dict], outputs: list[str], on_result: Write | None) -> list[dict]:
+    """One {"id", "output"} row per record, each handed to `on_result` as well."""
+    rows = [{"id": r["id"], "output": o} for r, o in zip(records, outputs)]
+    for row in rows:
+        if on_result is not None:
+            on_result(row)
+    return rows
 
 
 class RagPredictor(AnnotatorPredictor):
@@ -272,17 +273,6 @@ class RagPredictor(AnnotatorPredictor):
                              f"task.evidence_sentences=0, found {self.task.evidence_sentences}")
         super().prepare(splits, out)
         self.embedder = EmbeddingRanker(self.rag.embedder)
-
-    def _served_rows(self, records: list[dict], progress: bool | None, on_result: Write | None) -> list[dict]:
-        """The judge's answers to the prompts the HF path renders (the template's chat messages), on
-        the main process only: the endpoint does the batching."""
-        prompts = [render_messages(r, self.task.template) for r in records]
-        outputs = self.judge.answers(prompts, self.progress if progress is None else progress)
-        rows = [{"id": r["id"], "output": o} for r, o in zip(records, outputs)]
-        for row in rows:
-            if on_result is not None:
-                on_result(row)
-        return rows
 
     def predict(self, records: list[dict], write: Write) -> None:
         from eval.rag import aggregate, block_records
@@ -344,17 +334,6 @@ class NliPredictor:
             print(f"{saved}: chosen for other eval.nli settings; choosing again on the validation split", flush=True)
             return None
         return Threshold(cached["threshold"], f"{saved.name} ({cached.get('source', 'validation split')})")
-
-    def _served_rows(self, records: list[dict], progress: bool | None, on_result: Write | None) -> list[dict]:
-        """The judge's answers to the prompts the HF path renders (the template's chat messages), on
-        the main process only: the endpoint does the batching."""
-        prompts = [render_messages(r, self.task.template) for r in records]
-        outputs = self.judge.answers(prompts, self.progress if progress is None else progress)
-        rows = [{"id": r["id"], "output": o} for r, o in zip(records, outputs)]
-        for row in rows:
-            if on_result is not None:
-                on_result(row)
-        return rows
 
     def predict(self, records: list[dict], write: Write) -> None:
         for rec in tqdm(records, desc=f"nli {self.nli.method}", dynamic_ncols=True):
