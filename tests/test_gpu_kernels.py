@@ -2,6 +2,7 @@
 the ring on them, and `python -m train.tools.gpu_check` end to end. Marked `gpu`: skipped on machines
 without CUDA."""
 import importlib.util
+import json
 import subprocess
 import sys
 
@@ -53,6 +54,21 @@ def test_the_gpu_check_command_holds_at_2k_tokens(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "all checks hold" in proc.stdout and out.exists()
+
+
+def test_the_gpu_profile_command_finds_the_attention_kernels(tmp_path):
+    """Every kernel family is named from the kernels the GPU really ran: each backend's step spends
+    device time in attention forward, attention backward and matrix products."""
+    out = tmp_path / "gpu_profile.json"
+    proc = subprocess.run([sys.executable, "-m", "train.tools.gpu_profile", "--step-tokens", "2048",
+                           "--ring-tokens", "2048", "--sp", "2", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    for row in report["step"] + report["ring"]:
+        assert 0 < row["busy_share"] <= 1.05, row
+        assert row["families_s"]["attention forward"] > 0 and row["families_s"]["attention backward"] > 0, row
+    assert all(row["families_s"]["matrix products"] > 0 for row in report["step"])
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ring_flash_attn") is None, reason="ring-flash-attn is not installed")

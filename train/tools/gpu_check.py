@@ -136,7 +136,7 @@ def check_ring(length: int, worlds, device, heads=(16, 8), dim=128, repeat: int 
     return rows
 
 
-def random_qwen3(shape: dict, attn: str, device, dtype=torch.bfloat16):
+def random_qwen3(shape: dict, attn: str, device, dtype=torch.bfloat16, checkpointing: bool = True):
     from transformers import AutoModelForCausalLM, Qwen3Config
 
     import models.attention.hf_ring  # noqa: F401  (registers the ring backend)
@@ -144,7 +144,8 @@ def random_qwen3(shape: dict, attn: str, device, dtype=torch.bfloat16):
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(Qwen3Config(**shape), attn_implementation=attn, dtype=dtype)
-    enable_checkpointing(model)
+    if checkpointing:
+        enable_checkpointing(model)
     return model.to(device)
 
 
@@ -185,10 +186,7 @@ def check_training_step(tokens: int, device, shape: dict = QWEN3_0_6B, attns=("r
                         repeat: int = 2, peak: float | None = None) -> list[dict]:
     plan = planned_step_bytes(shape, tokens, chunk)
     flops = model_flops(shape, tokens, plan["layer_params"])
-    gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(3, shape["vocab_size"], (1, tokens), generator=gen).to(device)
-    batch = {"input_ids": ids, "position_ids": torch.arange(tokens, device=device)[None],
-             "shift_labels": torch.cat([ids[:, 1:], torch.full((1, 1), -100, device=device)], 1)}
+    batch = random_batch(shape, tokens, device)
     rows = []
     for attn in attns:
         seconds, growth = _time_training_step(shape, attn, batch, chunk, device, repeat)
@@ -200,10 +198,19 @@ def check_training_step(tokens: int, device, shape: dict = QWEN3_0_6B, attns=("r
     return rows
 
 
-def _time_training_step(shape: dict, attn: str, batch: dict, chunk: int, device, repeat: int):
+def random_batch(shape: dict, tokens: int, device) -> dict:
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(3, shape["vocab_size"], (1, tokens), generator=gen).to(device)
+    return {"input_ids": ids, "position_ids": torch.arange(tokens, device=device)[None],
+            "shift_labels": torch.cat([ids[:, 1:], torch.full((1, 1), -100, device=device)], 1)}
+
+
+def training_step(shape: dict, attn: str, batch: dict, chunk: int, device, checkpointing: bool = True):
+    """(step, forward_backward, model): one AdamW step of a random model of `shape` on `batch`, and
+    its forward + backward alone. The optimizer state is allocated by a first step, here."""
     from models.response_lm import ResponseLM
 
-    model = ResponseLM(random_qwen3(shape, attn, device), chunk)
+    model = ResponseLM(random_qwen3(shape, attn, device, checkpointing=checkpointing), chunk)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
 
     def forward_backward():
@@ -215,7 +222,12 @@ def _time_training_step(shape: dict, attn: str, batch: dict, chunk: int, device,
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    step()                                      # allocates the optimizer state
+    step()
+    return step, forward_backward, model
+
+
+def _time_training_step(shape: dict, attn: str, batch: dict, chunk: int, device, repeat: int):
+    step, forward_backward, model = training_step(shape, attn, batch, chunk, device)
     seconds = timed(step, repeat)
     growth = measured_growth(forward_backward, device)
     grads = sum(p.numel() * p.element_size() for p in model.parameters())
