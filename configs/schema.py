@@ -217,6 +217,15 @@ class NliConfig:
 
 
 @dataclass
+class GroundingConfig:
+    """eval.method=grounding (eval/grounding.py): what each response sentence says that its source does not,
+    weighed by logistic regressions fitted on the train split, thresholds chosen on the validation split."""
+    c: float = 1.0                     # inverse L2 strength of both regressions
+    threshold: float | None = None     # the response's; default: chosen on validation for balanced accuracy
+    span_threshold: float | None = None   # a sentence's; default: chosen on validation for character F1
+
+
+@dataclass
 class VllmConfig:
     """eval.backend=vllm (GPU only): YaRN as in seed 000, E.1."""
     yarn: str = "auto"                    # auto (x4 Qwen / InternLM, x8 Llama) | none | a factor, e.g. "4"
@@ -256,13 +265,14 @@ class BertScoreConfig:
 
 @dataclass
 class EvalConfig:
-    method: EvalMethod = EvalMethod.annotator  # annotator (model.name_or_path / checkpoint) | rag | nli
+    method: EvalMethod = EvalMethod.annotator  # annotator (model.name_or_path / checkpoint) | rag | nli | grounding
     backend: Backend = Backend.hf         # generative decoding: hf (generate, batched) | vllm (gpu extra) |
                                           # openai (an OpenAI-compatible endpoint: eval.judge)
     vllm: VllmConfig = field(default_factory=VllmConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     rag: RagConfig = field(default_factory=RagConfig)
     nli: NliConfig = field(default_factory=NliConfig)
+    grounding: GroundingConfig = field(default_factory=GroundingConfig)
     bertscore: BertScoreConfig = field(default_factory=BertScoreConfig)   # anah scorer only
     enabled: bool = True
     every_stage: bool = False             # also evaluate each stage's export (eval/stages/<i>-<stage>/)

@@ -13,7 +13,7 @@ import torch
 from tqdm import tqdm
 from transformers import AutoConfig
 
-from configs.schema import EvalConfig, ModelConfig, NliConfig, RagConfig, SFTConfig, TaskConfig
+from configs.schema import EvalConfig, GroundingConfig, ModelConfig, NliConfig, RagConfig, SFTConfig, TaskConfig
 from data_builders.collate import prompt_ids
 from data_builders.prompts import render_messages
 from eval.predict import predict_records, select_eval_records
@@ -342,4 +342,49 @@ class NliPredictor:
                    "threshold": self.threshold, "per_segment": s["per_segment"]})
 
 
-PREDICTORS = {"annotator": AnnotatorPredictor, "rag": RagPredictor, "nli": NliPredictor}
+class GroundingPredictor:
+    """What each response sentence says that its source does not, weighed by two logistic regressions
+    fitted on the train split (eval/grounding.py); the response threshold chosen on the validation split
+    for balanced accuracy, the spans' for character F1. The fitted model, its thresholds and where they
+    came from are written to grounding.json in the output directory."""
+
+    tokenizer = None          # records are read as they are (data.source=records): nothing is tokenised
+
+    def __init__(self, grounding: GroundingConfig, inference: Inference):
+        self.grounding, self.inference = grounding, inference
+
+    @classmethod
+    def from_config(cls, cfg: SFTConfig) -> GroundingPredictor:
+        if cfg.data.source != "records":
+            raise ValueError(f"eval.method=grounding reads records with a source and a response: it needs "
+                             f"data.source=records, found data.source={cfg.data.source}")
+        return cls(cfg.eval.grounding, Inference.of(cfg.model, cfg.eval))
+
+    def prepare(self, splits: dict[str, list[dict]], out: Path) -> None:
+        from eval.grounding import fit
+
+        g = self.grounding
+        model = fit(splits["train"], g.c)
+        val = self.inference.validation(splits)
+        scored = {r["id"]: model.scores(r) for r in val}
+        response = resolve_threshold(g.threshold, None, val, lambda recs: [scored[r["id"]][0] for r in recs],
+                                     what="responses")
+        with_spans = [r for r in val if r.get("spans")] if model.sentence else []
+        span = resolve_threshold(
+            g.span_threshold, None, with_spans, None, what="hallucinated responses", objective="character F1",
+            choose=lambda recs: choose_span_threshold([scored[r["id"]][1] for r in recs],
+                                                      [[(s["start"], s["end"]) for s in r["spans"]] for r in recs]))
+        model.threshold, model.span_threshold = response.value, span.value
+        model.save(out / "grounding.json", {"threshold_source": response.source, "span_threshold_source": span.source,
+                                            "train_records": len(splits["train"])})
+        print(f"grounding: fitted on {len(splits['train'])} train records; response threshold {response.value:.3f} "
+              f"({response.source}), span threshold {span.value:.3f} ({span.source})", flush=True)
+        self.model = model
+
+    def predict(self, records: list[dict], write: Write) -> None:
+        for rec in tqdm(records, desc="grounding", dynamic_ncols=True):
+            write(self.model.predict(rec))
+
+
+PREDICTORS = {"annotator": AnnotatorPredictor, "rag": RagPredictor, "nli": NliPredictor,
+              "grounding": GroundingPredictor}

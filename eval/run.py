@@ -26,7 +26,8 @@ def main(composed: DictConfig) -> None:
     cfg = typed(composed)
     metrics = run_eval(cfg)
     tracker = Tracker(cfg, to_container(cfg), cfg.output_dir, enabled=True, job_type="eval")
-    tracker.log_eval(cfg.task.scorer, metrics, read_rows(Path(cfg.output_dir) / "scores" / "predictions.parsed.jsonl"))
+    scores = Path(cfg.output_dir) / ("eval" if cfg.data.folds else "scores")     # folds: pooled in <output_dir>/eval
+    tracker.log_eval(cfg.task.scorer, metrics, read_rows(scores / "predictions.parsed.jsonl"))
     tracker.finish()
 
 

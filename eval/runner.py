@@ -3,15 +3,17 @@ records, write predictions as they come (resuming from those already written), t
 them with the same code as `eval/score.py`.
 
 `eval.method`: `annotator` (the checkpoint's generations or head probabilities), `rag` (the
-annotator on aligned article windows, Appendix D), or `nli` (SummaC zero-shot / HaluMap with
-a threshold chosen on the validation split).
+annotator on aligned article windows, Appendix D), `nli` (SummaC zero-shot / HaluMap with
+a threshold chosen on the validation split), or `grounding` (eval/grounding.py: fitted on the train
+split). With `data.folds=k` the last three are cross-validated in one launch (`run_eval_folds`).
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from configs.schema import SFTConfig
+from configs.choices import EvalMethod
+from configs.schema import SFTConfig, with_changes
 from data_builders.schema import read_jsonl_to_append, write_jsonl
 from data_builders.sources import DataRequest, build_records, check_data_config, needed_buckets
 from eval.predict import select_eval_records
@@ -35,8 +37,10 @@ def _done(path: Path) -> set[str]:
 
 def run_eval(cfg: SFTConfig) -> dict:
     if cfg.data.folds:
-        raise ValueError(f"data.folds={cfg.data.folds}: eval/run.py scores one model on one test split; a fold's "
-                         "export is scored with data.folds=0 data.root=<run>/folds/fold_<i>")
+        if cfg.eval.method == EvalMethod.annotator:
+            raise ValueError(f"data.folds={cfg.data.folds}: eval/run.py scores one model on one test split; a "
+                             "fold's export is scored with data.folds=0 data.root=<run>/folds/fold_<i>")
+        return run_eval_folds(cfg)
     check_data_config(cfg.data)
     predictor = PREDICTORS[cfg.eval.method].from_config(cfg)
     splits = build_records(cfg.data, data_request(cfg), predictor.tokenizer)[0]
@@ -62,6 +66,26 @@ def run_eval(cfg: SFTConfig) -> dict:
             _record_judge(predictor.judge, out)
     metrics = score_files(cfg.task.scorer, out / "gold.jsonl", preds_path, out / "scores", bertscore=cfg.eval.bertscore)
     print(report_text(out / "scores"), end="")
+    return metrics
+
+
+def run_eval_folds(cfg: SFTConfig) -> dict:
+    """A method prepared on each fold's train and val parts (grounding, nli, rag), cross-validated in
+    one launch: the folds dealt as training deals them (train/cross_validation.py), each fold's test part
+    predicted in <output_dir>/fold_<i>/eval, then the k test parts pooled into <output_dir>/eval."""
+    from train.cross_validation import deal_once, fold_config, pool_folds
+
+    check_data_config(cfg.data)
+    run_dir = Path(cfg.output_dir)
+    deal_once(cfg.data, run_dir / "folds")
+    for i in range(cfg.data.folds):
+        print(f"== fold {i} of {cfg.data.folds}", flush=True)
+        fold = fold_config(cfg, run_dir, i)
+        run_eval(with_changes(fold, {"output_dir": str(Path(fold.output_dir) / "eval")}))
+    metrics = pool_folds(cfg.task.scorer, cfg.data.folds, cfg.eval.bertscore, run_dir,
+                         metrics_file="scores/metrics.json")
+    report = (run_dir / "eval" / "report.md").read_text(encoding="utf-8")
+    print(f"== cross-validation, {cfg.data.folds} folds pooled\n{report}", flush=True)
     return metrics
 
 

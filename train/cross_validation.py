@@ -31,7 +31,7 @@ def fold_config(cfg: SFTConfig, run_dir: Path, i: int) -> SFTConfig:
                                  "logger": {"group": cfg.logger.group or run_dir.name}})
 
 
-def _deal_once(data: DataConfig, folds_dir: Path) -> None:
+def deal_once(data: DataConfig, folds_dir: Path) -> None:
     """The folds, dealt by the first launch (a resumed run keeps them)."""
     if not (folds_dir / FOLDS_REPORT).exists():
         print(deal_folds(data, folds_dir), end="", flush=True)
@@ -46,7 +46,7 @@ def train_folds(cfg: SFTConfig, info: DistInfo) -> dict | None:
     predictions; the pooled metrics on rank 0, None elsewhere or when a fold stopped early."""
     cfg, run_dir = agree_on_output_dir(cfg, info)
     folds_dir = run_dir / "folds"
-    on_main_rank(lambda: _deal_once(cfg.data, folds_dir), info.is_main)     # every rank enters; rank 0 looks
+    on_main_rank(lambda: deal_once(cfg.data, folds_dir), info.is_main)     # every rank enters; rank 0 looks
     barrier()
     for i in range(cfg.data.folds):
         if cfg.resume == "auto" and fold_done(run_dir, i):
@@ -67,15 +67,16 @@ def train_folds(cfg: SFTConfig, info: DistInfo) -> dict | None:
     return metrics
 
 
-def pool_folds(scorer_name: Scorer, folds: int, bertscore: BertScoreConfig, run_dir: Path) -> dict:
+def pool_folds(scorer_name: Scorer, folds: int, bertscore: BertScoreConfig, run_dir: Path,
+               metrics_file: str = "metrics.json") -> dict:
     """The k test parts scored together (each record once) into <run_dir>/eval, with each fold's
-    own figures in the report."""
+    own figures (<run_dir>/fold_<i>/eval/<metrics_file>) in the report."""
     s = scorer(scorer_name)
     gold, predictions, per_fold = [], {}, []
     for i in range(folds):
         gold += read_records(run_dir / "folds" / f"fold_{i}" / "test.jsonl")
         predictions.update({row["id"]: row for row in read_jsonl(run_dir / f"fold_{i}" / "eval" / "predictions.jsonl")})
-        per_fold.append(json.loads((run_dir / f"fold_{i}" / "eval" / "metrics.json").read_text(encoding="utf-8")))
+        per_fold.append(json.loads((run_dir / f"fold_{i}" / "eval" / metrics_file).read_text(encoding="utf-8")))
     metrics, rows = s.score(gold, predictions, bertscore)
     metrics["folds"] = per_fold
     out = run_dir / "eval"

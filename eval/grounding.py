@@ -1,0 +1,178 @@
+"""The grounding-features annotator (`eval.method=grounding`): what a response says that its source
+does not, counted sentence by sentence, weighed by two logistic regressions fitted on the training
+sources.
+
+Each response sentence is read against its source: the share and number of its content words that the
+source never uses, how many of those are numbers and capitalised words, the share of its word bigrams
+the source lacks, its length and place. Beside them, the record's context: how many sentences, the
+whole response's unsupported share, the source's length, the task type. A sentence model (label: the
+sentence overlaps a gold span) marks spans; a response model (the sentences' features, their maximum
+and mean) decides the response. Thresholds are chosen on the validation split: the response's for
+balanced accuracy, the spans' for character F1 (`eval/thresholds.py`). Words are Latin-script words,
+numbers, and single CJK characters, so Chinese and Japanese are read character by character.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from data_builders.sentences import sentence_spans
+
+CJK = "\u3040-\u30ff\u3400-\u9fff"
+WORD = re.compile(rf"[^\W\d_{CJK}]+|\d+(?:[.,:]\d+)*|[{CJK}]")
+STOPWORDS = frozenset("""a about after all also an and any are as at be been before being but by can could did do
+does for from had has have he her his how i if in into is it its may me might more most my no not of on or other
+our over she should so some such than that the their them then there these they this those to was we were what
+when where which who will with would you your""".split())
+SENTENCE_FEATURES = ("unsupported_share", "unsupported_words", "unsupported_numbers", "unsupported_capitalised",
+                     "unsupported_bigram_share", "log_words", "position", "is_first")
+CONTEXT_FEATURES = ("log_sentences", "response_unsupported_share", "log_source_chars")
+
+
+def task_type(rec: dict) -> str:
+    return str((rec.get("meta") or {}).get("task_type") or rec.get("task") or "")
+
+
+@dataclass
+class Sentence:
+    span: tuple[int, int]
+    features: list[float]
+
+
+def _words(text: str, start: int = 0, end: int | None = None) -> list[str]:
+    return [m.group().lower() for m in WORD.finditer(text, start, len(text) if end is None else end)]
+
+
+def _content(words: list[str]) -> list[str]:
+    return [w for w in words if w not in STOPWORDS]
+
+
+def _sentence_features(response: str, span: tuple[int, int], index: int, count: int, vocabulary: set[str],
+                       bigrams: set[tuple[str, str]]) -> list[float]:
+    raw = [m.group() for m in WORD.finditer(response, *span)]
+    words = [w.lower() for w in raw]
+    content = [(r, w) for r, w in zip(raw, words) if w not in STOPWORDS]
+    unsupported = [(r, w) for r, w in content if w not in vocabulary]
+    pairs = list(zip(words, words[1:]))
+    return [len(unsupported) / max(1, len(content)), len(unsupported),
+            sum(w[0].isdigit() for _, w in unsupported), sum(r[0].isupper() for r, _ in unsupported),
+            sum(p not in bigrams for p in pairs) / max(1, len(pairs)), math.log1p(len(content)),
+            index / count, float(index == 0)]
+
+
+def sentences(rec: dict) -> tuple[list[Sentence], list[float]]:
+    """The response's sentences with their features, and the record's context features."""
+    source, response = rec["source"], rec["response"]
+    source_words = _words(source)
+    vocabulary, bigrams = set(source_words), set(zip(source_words, source_words[1:]))
+    spans = sentence_spans(response, rec.get("language", "en")) or [(0, len(response))]
+    out = [Sentence(s, _sentence_features(response, s, i, len(spans), vocabulary, bigrams))
+           for i, s in enumerate(spans)]
+    content = _content(_words(response))
+    context = [math.log(len(spans)), sum(w not in vocabulary for w in content) / max(1, len(content)),
+               math.log1p(len(source))]
+    return out, context
+
+
+def gold_sentence_labels(rec: dict, found: list[Sentence]) -> list[int]:
+    gold = [(s["start"], s["end"]) for s in rec.get("spans") or []]
+    return [int(any(a < s.span[1] and b > s.span[0] for a, b in gold)) for s in found]
+
+
+@dataclass
+class Linear:
+    """A fitted logistic regression kept as numbers: standardisation, weights, bias."""
+    mean: list[float]
+    scale: list[float]
+    weights: list[float]
+    bias: float
+
+    def probability(self, x: np.ndarray) -> np.ndarray:
+        z = ((x - np.asarray(self.mean)) / np.asarray(self.scale)) @ np.asarray(self.weights) + self.bias
+        return 1.0 / (1.0 + np.exp(-z))
+
+    @classmethod
+    def fit(cls, x: np.ndarray, y: np.ndarray, c: float) -> Linear:
+        from sklearn.linear_model import LogisticRegression
+
+        mean, scale = x.mean(0), x.std(0)
+        scale[scale == 0] = 1.0
+        model = LogisticRegression(C=c, max_iter=5000, class_weight="balanced").fit((x - mean) / scale, y)
+        return cls(mean.tolist(), scale.tolist(), model.coef_[0].tolist(), float(model.intercept_[0]))
+
+
+@dataclass
+class GroundingModel:
+    task_types: list[str]
+    sentence: Linear | None          # None: the training records have no gold spans, so nothing marks spans
+    response: Linear
+    threshold: float = 0.5          # response: hallucinated when its probability reaches it
+    span_threshold: float = 0.5     # a sentence of a hallucinated response is marked when its probability reaches it
+
+    def _task(self, rec: dict) -> list[float]:
+        return [float(task_type(rec) == t) for t in self.task_types]
+
+    def sentence_matrix(self, rec: dict) -> tuple[list[Sentence], np.ndarray, np.ndarray]:
+        """The sentences, their sentence-model rows, and the record's response-model row."""
+        found, context = sentences(rec)
+        rows = np.array([s.features + context + self._task(rec) for s in found], dtype=float)
+        own = np.array([s.features for s in found], dtype=float)
+        return found, rows, np.concatenate([own.max(0), own.mean(0), context, self._task(rec)])
+
+    def scores(self, rec: dict) -> tuple[float, list[list]]:
+        """The response's probability of being hallucinated and [start, end, p] of each sentence."""
+        found, rows, response_row = self.sentence_matrix(rec)
+        score = float(self.response.probability(response_row[None])[0])
+        if self.sentence is None:
+            return score, []
+        return score, [[*s.span, float(q)] for s, q in zip(found, self.sentence.probability(rows))]
+
+    def predict(self, rec: dict) -> dict:
+        from eval.thresholds import flagged_spans, is_hallucinated
+
+        score, per_sentence = self.scores(rec)
+        label = is_hallucinated(score, self.threshold)
+        return {"id": rec["id"], "label": label, "score": score, "threshold": self.threshold,
+                "spans": flagged_spans(per_sentence, self.span_threshold) if label else [],
+                "per_sentence": per_sentence}
+
+    def save(self, path: Path, provenance: dict) -> None:
+        """The model as JSON: thresholds with where they came from, and each weight beside its feature."""
+        names = {"sentence": [*SENTENCE_FEATURES, *CONTEXT_FEATURES, *self.task_types],
+                 "response": [*(f"max_{f}" for f in SENTENCE_FEATURES), *(f"mean_{f}" for f in SENTENCE_FEATURES),
+                              *CONTEXT_FEATURES, *self.task_types]}
+        body = {"threshold": self.threshold, "span_threshold": self.span_threshold, **provenance,
+                "task_types": self.task_types,
+                **{part: {**vars(getattr(self, part)), "features": names[part]} if getattr(self, part) else None
+                   for part in names}}
+        path.write_text(json.dumps(body, indent=1, ensure_ascii=False), encoding="utf-8")
+
+
+class GroundingError(ValueError):
+    pass
+
+
+def fit(train: list[dict], c: float = 1.0) -> GroundingModel:
+    """Both regressions on the training records (thresholds 0.5 until chosen on validation); the sentence
+    model only where some training sentence overlaps a gold span."""
+    labels = {int(r["label"]) for r in train}
+    if labels != {0, 1}:
+        raise GroundingError(f"eval.method=grounding fits on the train split: it needs hallucinated and faithful "
+                             f"records there, found labels {sorted(labels)} in {len(train)} records")
+    model = GroundingModel(sorted({task_type(r) for r in train}), None, None)   # type: ignore[arg-type]
+    sentence_x, sentence_y, response_x = [], [], []
+    for rec in train:
+        found, rows, response_row = model.sentence_matrix(rec)
+        sentence_x.append(rows)
+        sentence_y += gold_sentence_labels(rec, found) if rec["label"] else [0] * len(found)
+        response_x.append(response_row)
+    y = np.array(sentence_y)
+    if len(set(y.tolist())) == 2:       # else no gold spans (SummEdits, say): responses only, no spans marked
+        model.sentence = Linear.fit(np.concatenate(sentence_x), y, c)
+    model.response = Linear.fit(np.array(response_x), np.array([int(r["label"]) for r in train]), c)
+    return model

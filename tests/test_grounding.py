@@ -1,0 +1,122 @@
+"""The grounding-features annotator (eval/grounding.py, eval.method=grounding): its features on hand-made
+records, what it learns on a small synthetic set, `eval/run.py` cross-validating it in one launch (every
+record scored once, the fitted model and its thresholds written), and its bad input."""
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from eval.grounding import SENTENCE_FEATURES, GroundingError, fit, gold_sentence_labels, sentences
+from tests.conftest import REPO
+
+CITIES = ["Lyon", "Porto", "Graz", "Turku", "Ghent", "Split", "Brno", "Cork", "Malmo", "Bergen", "Tartu", "Pecs"]
+NAMES = ["Okafor", "Lindqvist", "Marchetti", "Dubois", "Novak", "Haddad", "Ferreira", "Kowalski"]
+
+
+def feature(found, i: int, name: str) -> float:
+    return found[i].features[SENTENCE_FEATURES.index(name)]
+
+
+def test_an_unsupported_number_and_name_are_counted_in_their_own_sentence():
+    rec = {"source": "The museum opened in 2001. It holds 40 paintings by Monet.",
+           "response": "The museum opened in 1998. It holds 40 paintings by Monet and Degas.", "language": "en"}
+    found, context = sentences(rec)
+    assert [rec["response"][a:b] for a, b in (s.span for s in found)] == [
+        "The museum opened in 1998.", "It holds 40 paintings by Monet and Degas."]
+    assert feature(found, 0, "unsupported_numbers") == 1 and feature(found, 0, "unsupported_capitalised") == 0
+    assert feature(found, 1, "unsupported_numbers") == 0 and feature(found, 1, "unsupported_capitalised") == 1
+    assert feature(found, 0, "unsupported_words") == 1 and feature(found, 1, "unsupported_words") == 1
+    assert context[1] == pytest.approx(2 / 8)     # museum opened 1998 holds 40 paintings monet degas: 2 not in the source
+
+
+def test_chinese_is_read_character_by_character():
+    rec = {"source": "张三在北京工作了五年。", "response": "张三在上海工作了五年。", "language": "zh"}
+    found, _ = sentences(rec)
+    assert len(found) == 1 and feature(found, 0, "unsupported_words") == 2      # 上, 海
+    assert feature(found, 0, "unsupported_bigram_share") > 0
+
+
+def test_gold_sentence_labels_follow_the_spans():
+    rec = {"source": "s", "response": "One sentence. Two sentence. Three.", "spans": [{"start": 16, "end": 19}]}
+    found, _ = sentences(rec)
+    assert gold_sentence_labels(rec, found) == [0, 1, 0]
+
+
+def synthetic(n: int, seed: int) -> list[dict]:
+    """Faithful responses restate the source; hallucinated ones change its year or add a name (the span)."""
+    rng, out = random.Random(seed), []
+    for i in range(n):
+        city, year, count, painter = rng.choice(CITIES), rng.randint(1900, 2000), rng.randint(10, 90), rng.choice(NAMES)
+        source = (f"The museum of {city} opened in {year}. It holds {count} paintings by {painter}. "
+                  f"Visitors come from across the region every summer.")
+        first, second = f"The museum of {city} opened in {year}.", f"It holds {count} paintings by {painter}."
+        label, spans = i % 2, []
+        if label and i % 4 == 1:
+            first = f"The museum of {city} opened in {year + rng.randint(3, 40)}."
+            spans = [{"start": first.index("in ") + 3, "end": len(first) - 1}]
+        elif label:
+            extra = rng.choice([n for n in NAMES if n != painter])
+            second = f"It holds {count} paintings by {painter} and {extra}."
+            start = len(first) + 1 + second.index(" and ")
+            spans = [{"start": start + 5, "end": start + 5 + len(extra)}]
+        out.append({"id": f"s{seed}-{i}", "task": "summarization", "language": "en", "source": source,
+                    "response": f"{first} {second}", "label": label, "spans": spans,
+                    "meta": {"source_id": f"{seed}-{i}", "task_type": "Summary"}})
+    return out
+
+
+def test_it_learns_what_the_source_does_not_say_and_marks_that_sentence():
+    model = fit(synthetic(80, 0))
+    test = synthetic(40, 1)
+    rows = [model.predict(r) for r in test]
+    assert sum(row["label"] == r["label"] for row, r in zip(rows, test)) >= 36
+    for row, rec in zip(rows, test):
+        for start, end in row["spans"]:
+            assert any(s["start"] < end and s["end"] > start for s in rec["spans"]), (rec["response"], row["spans"])
+    assert any(row["spans"] for row in rows)
+
+
+def test_without_gold_spans_it_decides_responses_and_marks_no_spans():
+    train = [{**r, "spans": []} for r in synthetic(40, 0)]
+    model = fit(train)
+    row = model.predict(synthetic(2, 1)[1])
+    assert model.sentence is None and row["spans"] == [] and row["per_sentence"] == []
+
+
+def test_one_class_in_the_train_split_is_refused():
+    with pytest.raises(GroundingError, match=r"needs hallucinated and faithful records there, found labels \[0\]"):
+        fit([r for r in synthetic(20, 0) if r["label"] == 0])
+
+
+def _run(*overrides) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "eval/run.py", *overrides], capture_output=True, text=True, cwd=REPO,
+                          timeout=300)
+
+
+def test_eval_run_cross_validates_it_in_one_launch(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    records = synthetic(240, 0)
+    (data / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "run"
+    done = _run("+exp=ragtruth_grounding", f"data.root={data}", f"output_dir={out}")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    predicted = [json.loads(line)["id"] for i in range(3)
+                 for line in (out / f"fold_{i}" / "eval" / "predictions.jsonl").read_text().splitlines()]
+    assert sorted(predicted) == sorted(r["id"] for r in records)          # every record once
+    metrics = json.loads((out / "eval" / "metrics.json").read_text())
+    assert metrics["n"] == 240 and metrics["example"]["balanced_acc"] > 0.85 and metrics["char"]["f1"] > 0.2
+    saved = json.loads((out / "fold_0" / "eval" / "grounding.json").read_text())
+    assert saved["threshold_source"].startswith("validation split") and "character F1" in saved["span_threshold_source"]
+    assert len(saved["sentence"]["weights"]) == len(saved["sentence"]["features"])
+    assert "folds pooled" in done.stdout
+
+
+def test_eval_run_refuses_grounding_on_built_records_and_folds_for_an_annotator(tmp_path):
+    done = _run("+exp=longnovel_curriculum_demo", "eval.method=grounding", f"output_dir={tmp_path / 'a'}")
+    assert done.returncode != 0 and "needs data.source=records, found data.source=embedded" in done.stderr
+    assert "Traceback" not in done.stderr
+    done = _run("+exp=ragtruth_grounding", "eval.method=annotator", f"data.root={tmp_path}", f"output_dir={tmp_path / 'b'}")
+    assert done.returncode != 0 and "a fold's export is scored with data.folds=0" in done.stderr
