@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
-from data_builders.sentences import sentence_spans
+from data_builders.sentences import sentence_spans, unit_spans
 
 CJK = "\u3040-\u30ff\u3400-\u9fff"
 WORD = re.compile(rf"[^\W\d_{CJK}]+|\d+(?:[.,:]\d+)*|[{CJK}]")
@@ -31,7 +32,14 @@ our over she should so some such than that the their them then there these they 
 when where which who will with would you your""".split())
 SENTENCE_FEATURES = ("unsupported_share", "unsupported_words", "unsupported_numbers", "unsupported_capitalised",
                      "unsupported_bigram_share", "log_words", "position", "is_first")
+SEMANTIC_FEATURES = ("max_similarity", "top3_similarity")   # with eval.grounding.embedder
 CONTEXT_FEATURES = ("log_sentences", "response_unsupported_share", "log_source_chars")
+SOURCE_UNIT_CHARS, SOURCE_UNITS = 400, 200     # source pieces the embedder compares a sentence with
+_READ: dict[tuple, tuple] = {}                  # a record's features, computed once per process (folds reuse them)
+
+
+def sentence_features(embedder: str | None) -> tuple[str, ...]:
+    return SENTENCE_FEATURES + (SEMANTIC_FEATURES if embedder else ())
 
 
 def task_type(rec: dict) -> str:
@@ -65,18 +73,48 @@ def _sentence_features(response: str, span: tuple[int, int], index: int, count: 
             index / count, float(index == 0)]
 
 
-def sentences(rec: dict) -> tuple[list[Sentence], list[float]]:
-    """The response's sentences with their features, and the record's context features."""
+def sentences(rec: dict, embedder: str | None = None, unit: str = "sentence") -> tuple[list[Sentence], list[float]]:
+    """The response's sentences with their features, and the record's context features; with an embedder
+    (`minilm` or a sentence-transformers directory, data_builders/retrieval.py) each sentence also gets its
+    highest and its top-3 mean cosine similarity to the source's sentences."""
+    key = (rec.get("id"), hash(rec["source"]), hash(rec["response"]), embedder, unit)
+    if key not in _READ:
+        _READ[key] = _sentences(rec, embedder, unit)
+    return _READ[key]
+
+
+def _sentences(rec: dict, embedder: str | None, unit: str) -> tuple[list[Sentence], list[float]]:
     source, response = rec["source"], rec["response"]
     source_words = _words(source)
     vocabulary, bigrams = set(source_words), set(zip(source_words, source_words[1:]))
-    spans = sentence_spans(response, rec.get("language", "en")) or [(0, len(response))]
+    spans = unit_spans(response, rec.get("language", "en"), unit) or [(0, len(response))]
     out = [Sentence(s, _sentence_features(response, s, i, len(spans), vocabulary, bigrams))
            for i, s in enumerate(spans)]
+    if embedder:
+        for sentence, similar in zip(out, _similarities(rec, [s.span for s in out], embedder)):
+            sentence.features += similar
     content = _content(_words(response))
     context = [math.log(len(spans)), sum(w not in vocabulary for w in content) / max(1, len(content)),
                math.log1p(len(source))]
     return out, context
+
+
+def source_units(source: str, language: str) -> list[str]:
+    """The source's sentences, each longer than SOURCE_UNIT_CHARS cut into pieces of that size (a data-to-text
+    source is one long JSON line), at most SOURCE_UNITS of them."""
+    pieces = [source[a:b][i:i + SOURCE_UNIT_CHARS] for a, b in sentence_spans(source, language)
+              for i in range(0, b - a, SOURCE_UNIT_CHARS)]
+    return pieces[:SOURCE_UNITS] or [source[:SOURCE_UNIT_CHARS]]
+
+
+def _similarities(rec: dict, spans: list[tuple[int, int]], embedder: str) -> list[list[float]]:
+    from data_builders.retrieval import EmbeddingRanker
+
+    ranker = EmbeddingRanker(embedder)
+    units = ranker.encode(source_units(rec["source"], rec.get("language", "en")))
+    said = ranker.encode([rec["response"][a:b] for a, b in spans])
+    top = -np.sort(-(said @ units.T).float().cpu().numpy(), axis=1)[:, :3]
+    return [[float(row[0]), float(row.mean())] for row in top]
 
 
 def gold_sentence_labels(rec: dict, found: list[Sentence]) -> list[int]:
@@ -109,45 +147,54 @@ class Linear:
 @dataclass
 class GroundingModel:
     task_types: list[str]
-    sentence: Linear | None          # None: the training records have no gold spans, so nothing marks spans
-    response: Linear
-    threshold: float = 0.5          # response: hallucinated when its probability reaches it
-    span_threshold: float = 0.5     # a sentence of a hallucinated response is marked when its probability reaches it
+    embedder: str | None = None      # the sentence-embedding model of the similarity features, if any
+    unit: str = "sentence"           # sentence | clause (data_builders/sentences.py): what is judged and marked
+    sentence: Linear | None = None   # None: the training records have no gold spans, so nothing marks spans
+    response: Linear | None = None   # None: every training record is hallucinated (UHGEval): spans decide
+    threshold: float = 0.5           # response: hallucinated when its probability reaches it
+    span_threshold: float = 0.5      # a unit of a hallucinated response is marked when its probability reaches it
 
     def _task(self, rec: dict) -> list[float]:
         return [float(task_type(rec) == t) for t in self.task_types]
 
     def sentence_matrix(self, rec: dict) -> tuple[list[Sentence], np.ndarray, np.ndarray]:
-        """The sentences, their sentence-model rows, and the record's response-model row."""
-        found, context = sentences(rec)
+        """The units, their sentence-model rows, and the record's response-model row."""
+        found, context = sentences(rec, self.embedder, self.unit)
         rows = np.array([s.features + context + self._task(rec) for s in found], dtype=float)
         own = np.array([s.features for s in found], dtype=float)
         return found, rows, np.concatenate([own.max(0), own.mean(0), context, self._task(rec)])
 
     def scores(self, rec: dict) -> tuple[float, list[list]]:
-        """The response's probability of being hallucinated and [start, end, p] of each sentence."""
+        """The response's probability of being hallucinated (without a response model: its most likely
+        unit's) and [start, end, p] of each unit."""
         found, rows, response_row = self.sentence_matrix(rec)
-        score = float(self.response.probability(response_row[None])[0])
-        if self.sentence is None:
-            return score, []
-        return score, [[*s.span, float(q)] for s, q in zip(found, self.sentence.probability(rows))]
+        per_unit = ([] if self.sentence is None else
+                    [[*s.span, float(q)] for s, q in zip(found, self.sentence.probability(rows))])
+        if self.response is None:
+            return max((q for *_, q in per_unit), default=0.0), per_unit
+        return float(self.response.probability(response_row[None])[0]), per_unit
 
     def predict(self, rec: dict) -> dict:
         from eval.thresholds import flagged_spans, is_hallucinated
 
-        score, per_sentence = self.scores(rec)
-        label = is_hallucinated(score, self.threshold)
-        return {"id": rec["id"], "label": label, "score": score, "threshold": self.threshold,
-                "spans": flagged_spans(per_sentence, self.span_threshold) if label else [],
-                "per_sentence": per_sentence}
+        score, per_unit = self.scores(rec)
+        if self.response is None:
+            spans = flagged_spans(per_unit, self.span_threshold)
+            label = int(bool(spans))
+        else:
+            label = is_hallucinated(score, self.threshold)
+            spans = flagged_spans(per_unit, self.span_threshold) if label else []
+        return {"id": rec["id"], "label": label, "score": score, "threshold": self.threshold, "spans": spans,
+                "per_unit": per_unit}
 
     def save(self, path: Path, provenance: dict) -> None:
         """The model as JSON: thresholds with where they came from, and each weight beside its feature."""
-        names = {"sentence": [*SENTENCE_FEATURES, *CONTEXT_FEATURES, *self.task_types],
-                 "response": [*(f"max_{f}" for f in SENTENCE_FEATURES), *(f"mean_{f}" for f in SENTENCE_FEATURES),
-                              *CONTEXT_FEATURES, *self.task_types]}
+        own = sentence_features(self.embedder)
+        names = {"sentence": [*own, *CONTEXT_FEATURES, *self.task_types],
+                 "response": [*(f"max_{f}" for f in own), *(f"mean_{f}" for f in own), *CONTEXT_FEATURES,
+                              *self.task_types]}
         body = {"threshold": self.threshold, "span_threshold": self.span_threshold, **provenance,
-                "task_types": self.task_types,
+                "task_types": self.task_types, "embedder": self.embedder, "unit": self.unit,
                 **{part: {**vars(getattr(self, part)), "features": names[part]} if getattr(self, part) else None
                    for part in names}}
         path.write_text(json.dumps(body, indent=1, ensure_ascii=False), encoding="utf-8")
@@ -157,22 +204,23 @@ class GroundingError(ValueError):
     pass
 
 
-def fit(train: list[dict], c: float = 1.0) -> GroundingModel:
-    """Both regressions on the training records (thresholds 0.5 until chosen on validation); the sentence
-    model only where some training sentence overlaps a gold span."""
-    labels = {int(r["label"]) for r in train}
-    if labels != {0, 1}:
-        raise GroundingError(f"eval.method=grounding fits on the train split: it needs hallucinated and faithful "
-                             f"records there, found labels {sorted(labels)} in {len(train)} records")
-    model = GroundingModel(sorted({task_type(r) for r in train}), None, None)   # type: ignore[arg-type]
-    sentence_x, sentence_y, response_x = [], [], []
-    for rec in train:
+def fit(train: list[dict], c: float = 1.0, embedder: str | None = None, unit: str = "sentence") -> GroundingModel:
+    """The regressions the training records allow (thresholds 0.5 until chosen on validation): the unit
+    model where some training unit overlaps a gold span, the response model where both labels occur."""
+    model = GroundingModel(sorted({task_type(r) for r in train}), embedder, unit)
+    unit_x, unit_y, response_x = [], [], []
+    for rec in tqdm(train, desc="grounding features (train)", dynamic_ncols=True, disable=embedder is None):
         found, rows, response_row = model.sentence_matrix(rec)
-        sentence_x.append(rows)
-        sentence_y += gold_sentence_labels(rec, found) if rec["label"] else [0] * len(found)
+        unit_x.append(rows)
+        unit_y += gold_sentence_labels(rec, found) if rec["label"] else [0] * len(found)
         response_x.append(response_row)
-    y = np.array(sentence_y)
-    if len(set(y.tolist())) == 2:       # else no gold spans (SummEdits, say): responses only, no spans marked
-        model.sentence = Linear.fit(np.concatenate(sentence_x), y, c)
-    model.response = Linear.fit(np.array(response_x), np.array([int(r["label"]) for r in train]), c)
+    labels = [int(r["label"]) for r in train]
+    if len(set(unit_y)) == 2:           # else no gold spans (SummEdits, say): no spans marked
+        model.sentence = Linear.fit(np.concatenate(unit_x), np.array(unit_y), c)
+    if len(set(labels)) == 2:           # else every record hallucinated (UHGEval): its spans decide
+        model.response = Linear.fit(np.array(response_x), np.array(labels), c)
+    if model.sentence is None and model.response is None:
+        raise GroundingError(f"eval.method=grounding fits on the train split: it needs hallucinated and faithful "
+                             f"records there, or gold spans; found labels {sorted(set(labels))} in {len(train)} "
+                             f"records and no span")
     return model

@@ -364,11 +364,15 @@ class GroundingPredictor:
         from eval.grounding import fit
 
         g = self.grounding
-        model = fit(splits["train"], g.c)
+        if g.embedder:
+            print(f"grounding: embedding the sentences of {len(splits['train'])} train records with {g.embedder}",
+                  flush=True)
+        model = fit(splits["train"], g.c, g.embedder, str(g.unit))
         val = self.inference.validation(splits)
         scored = {r["id"]: model.scores(r) for r in val}
-        response = resolve_threshold(g.threshold, None, val, lambda recs: [scored[r["id"]][0] for r in recs],
-                                     what="responses")
+        response = (resolve_threshold(g.threshold, None, val, lambda recs: [scored[r["id"]][0] for r in recs],
+                                      what="responses") if model.response else
+                    Threshold(DEFAULT, "unused: every train record is hallucinated, its marked spans decide"))
         with_spans = [r for r in val if r.get("spans")] if model.sentence else []
         span = resolve_threshold(
             g.span_threshold, None, with_spans, None, what="hallucinated responses", objective="character F1",

@@ -8,7 +8,15 @@ import sys
 
 import pytest
 
-from eval.grounding import SENTENCE_FEATURES, GroundingError, fit, gold_sentence_labels, sentences
+from eval.grounding import (
+    SENTENCE_FEATURES,
+    GroundingError,
+    fit,
+    gold_sentence_labels,
+    sentence_features,
+    sentences,
+    source_units,
+)
 from tests.conftest import REPO
 
 CITIES = ["Lyon", "Porto", "Graz", "Turku", "Ghent", "Split", "Brno", "Cork", "Malmo", "Bergen", "Tartu", "Pecs"]
@@ -28,7 +36,7 @@ def test_an_unsupported_number_and_name_are_counted_in_their_own_sentence():
     assert feature(found, 0, "unsupported_numbers") == 1 and feature(found, 0, "unsupported_capitalised") == 0
     assert feature(found, 1, "unsupported_numbers") == 0 and feature(found, 1, "unsupported_capitalised") == 1
     assert feature(found, 0, "unsupported_words") == 1 and feature(found, 1, "unsupported_words") == 1
-    assert context[1] == pytest.approx(2 / 8)     # museum opened 1998 holds 40 paintings monet degas: 2 not in the source
+    assert context[1] == pytest.approx(2 / 8)     # museum opened 1998 holds 40 paintings monet degas: 2 unsupported
 
 
 def test_chinese_is_read_character_by_character():
@@ -36,6 +44,21 @@ def test_chinese_is_read_character_by_character():
     found, _ = sentences(rec)
     assert len(found) == 1 and feature(found, 0, "unsupported_words") == 2      # 上, 海
     assert feature(found, 0, "unsupported_bigram_share") > 0
+
+
+def test_with_an_embedder_a_sentence_the_source_says_is_closest_to_it():
+    rec = {"id": "e", "source": "The museum opened in 2001. It holds 40 paintings by Monet. Tickets cost ten euros.",
+           "response": "It holds 40 paintings by Monet. The chef grilled fresh fish by the harbour.", "language": "en"}
+    found, _ = sentences(rec, "minilm")
+    names = sentence_features("minilm")
+    said, unrelated = (dict(zip(names, s.features)) for s in found)
+    assert said["max_similarity"] == pytest.approx(1.0, abs=1e-3) and unrelated["max_similarity"] < 0.5
+    assert said["top3_similarity"] < said["max_similarity"]
+
+
+def test_a_long_source_line_is_cut_into_pieces_for_the_embedder():
+    units = source_units('{"name": "Finch", "hours": "' + "x" * 900 + '"}. Next.', "en")
+    assert [len(u) for u in units] == [400, 400, 131, 5]
 
 
 def test_gold_sentence_labels_follow_the_spans():
@@ -82,11 +105,19 @@ def test_without_gold_spans_it_decides_responses_and_marks_no_spans():
     train = [{**r, "spans": []} for r in synthetic(40, 0)]
     model = fit(train)
     row = model.predict(synthetic(2, 1)[1])
-    assert model.sentence is None and row["spans"] == [] and row["per_sentence"] == []
+    assert model.sentence is None and row["spans"] == [] and row["per_unit"] == []
+
+
+def test_when_every_training_record_is_hallucinated_the_marked_spans_decide():
+    """UHGEval: every continuation is hallucinated somewhere; only the units can be learnt."""
+    model = fit([r for r in synthetic(120, 0) if r["label"]], unit="clause")
+    rows = [(model.predict(r), r) for r in synthetic(40, 1)]
+    assert model.response is None and all(row["label"] == int(bool(row["spans"])) for row, _ in rows)
+    assert sum(row["label"] == r["label"] for row, r in rows) >= 32
 
 
 def test_one_class_in_the_train_split_is_refused():
-    with pytest.raises(GroundingError, match=r"needs hallucinated and faithful records there, found labels \[0\]"):
+    with pytest.raises(GroundingError, match=r"or gold spans; found labels \[0\] in 10 records and no span"):
         fit([r for r in synthetic(20, 0) if r["label"] == 0])
 
 
@@ -118,5 +149,6 @@ def test_eval_run_refuses_grounding_on_built_records_and_folds_for_an_annotator(
     done = _run("+exp=longnovel_curriculum_demo", "eval.method=grounding", f"output_dir={tmp_path / 'a'}")
     assert done.returncode != 0 and "needs data.source=records, found data.source=embedded" in done.stderr
     assert "Traceback" not in done.stderr
-    done = _run("+exp=ragtruth_grounding", "eval.method=annotator", f"data.root={tmp_path}", f"output_dir={tmp_path / 'b'}")
+    done = _run("+exp=ragtruth_grounding", "eval.method=annotator", f"data.root={tmp_path}",
+                f"output_dir={tmp_path / 'b'}")
     assert done.returncode != 0 and "a fold's export is scored with data.folds=0" in done.stderr
