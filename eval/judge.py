@@ -28,8 +28,9 @@ from data_builders.schema import read_jsonl_to_append
 NO_KEY = "none"        # what a server without authentication is sent (the client insists on a key)
 
 
-class JudgeError(RuntimeError):
-    """One line a user can act on: the endpoint, the model name or the key."""
+class JudgeError(ValueError):
+    """One line a user can act on: the endpoint, the model name or the key (a ValueError, so that the
+    entry points report it as a user's error: one line, no traceback)."""
 
 
 @dataclass

@@ -112,6 +112,7 @@ def test_a_missing_key_or_an_unreachable_server_is_one_line(server, tmp_path):
     down = _eval(tmp_path / "b", data, "eval.backend=openai", "eval.judge.base_url=http://127.0.0.1:9/v1",
                  "eval.judge.model=m", "eval.judge.max_retries=1", f"eval.judge.cache_dir={tmp_path / 'cache'}")
     assert down.returncode != 0 and "did not answer" in down.stderr and "127.0.0.1:9" in down.stderr
+    assert "Traceback" not in no_key.stderr + down.stderr
 
 
 def test_a_training_run_refuses_the_served_judge_for_its_own_final_evaluation():
@@ -125,3 +126,93 @@ def test_a_training_run_refuses_the_served_judge_for_its_own_final_evaluation():
         cfg = typed(compose("sft", overrides=["+exp=longnovel_curriculum_demo", "eval.backend=openai"]))
     with pytest.raises(DataError, match="eval/run.py"):
         check_run_config(cfg, 2)
+
+
+class FaultyProxy:
+    """A real HTTP endpoint in front of the server that answers the first requests with the given
+    statuses (429, 500, ...), then forwards; it can stop listening after `stop_after` forwarded answers
+    (the server dying mid-run). It counts what reached the server, per request body."""
+
+    def __init__(self, upstream: str, port: int, faults=(), stop_after: int | None = None):
+        import threading
+        from collections import Counter
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.faults, self.stop_after, self.answered, self.forwarded = list(faults), stop_after, [], Counter()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if proxy.faults:
+                    status = proxy.faults.pop(0)
+                    proxy.answered.append(status)
+                    return self._reply(status, b'{"error": {"message": "injected"}}')
+                request = urllib.request.Request(upstream + self.path.removeprefix("/v1"), data=body,
+                                                 headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(request, timeout=300) as r:
+                    answer = r.read()
+                proxy.forwarded[json.dumps(json.loads(body)["messages"])] += 1
+                proxy.answered.append(200)
+                self._reply(200, answer)
+                if proxy.stop_after is not None and sum(proxy.forwarded.values()) >= proxy.stop_after:
+                    threading.Thread(target=proxy.stop).start()
+
+            def _reply(self, status: int, payload: bytes):
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.url = f"http://127.0.0.1:{port}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _judge(proxy_url: str, model: str, cache: Path) -> list[str]:
+    return ["eval.backend=openai", f"eval.judge.base_url={proxy_url}", f"eval.judge.model={model}",
+            f"eval.judge.cache_dir={cache}", "eval.judge.concurrency=1"]
+
+
+def test_429_and_500_are_retried_with_backoff_and_no_prompt_reaches_the_server_twice(server, tmp_path):
+    url, model, _ = server
+    data = tmp_path / "data"
+    _records(data)
+    proxy = FaultyProxy(url, _free_port(), faults=[429, 429, 500])
+    try:
+        run = _eval(tmp_path / "run", data, *_judge(proxy.url, model, tmp_path / "cache"))
+    finally:
+        proxy.stop()
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert proxy.answered[:3] == [429, 429, 500] and proxy.answered.count(200) == 4
+    assert len(proxy.forwarded) == 4 and set(proxy.forwarded.values()) == {1}
+    assert json.loads((tmp_path / "run" / "judge_usage.json").read_text())["requests"] == 4
+
+
+def test_a_server_that_dies_mid_run_stops_it_in_one_line_and_the_rerun_sends_only_the_rest(server, tmp_path):
+    url, model, _ = server
+    data = tmp_path / "data"
+    _records(data)
+    port = _free_port()
+    judge = _judge(f"http://127.0.0.1:{port}/v1", model, tmp_path / "cache") + ["eval.judge.max_retries=1"]
+    first = FaultyProxy(url, port, stop_after=2)
+    died = _eval(tmp_path / "run", data, *judge)
+    assert died.returncode != 0 and f"127.0.0.1:{port}" in died.stderr and "did not answer" in died.stderr
+    assert "Traceback" not in died.stderr, died.stderr[-4000:]
+    assert sum(first.forwarded.values()) == 2
+    second = FaultyProxy(url, port)
+    try:
+        resumed = _eval(tmp_path / "run", data, *judge)
+    finally:
+        second.stop()
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert sum(second.forwarded.values()) == 2 and not set(first.forwarded) & set(second.forwarded)
+    assert len(_outputs(tmp_path / "run")) == 4
