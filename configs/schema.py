@@ -357,11 +357,13 @@ class ScoreConfig:
 
 @dataclass
 class AnnotateConfig:
-    """`python -m eval.annotate`: label anyone's outputs with an exported annotator."""
+    """`python -m eval.annotate`: label anyone's outputs with an exported annotator, run in process or
+    served (`backend=openai`: the export says how to prompt and read, the endpoint answers)."""
     model: str = MISSING           # an export directory (<run>/checkpoints/<i>-<stage>/hf) with annotator.json
     input: str = MISSING           # JSONL rows {"id"?, "source" | "documents", "response", "question"?}
     output: str = MISSING          # JSONL, one row per input row; an existing file is continued
-    backend: Backend = Backend.hf  # generative decoding: hf | vllm (gpu extra)
+    backend: Backend = Backend.hf  # generative decoding: hf | vllm (gpu extra) | openai (a served model: judge.*)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)   # backend=openai: the endpoint, as eval.judge
     batch_size: int = 8            # prompts per inference batch (as eval.batch_size)
     batch_tokens: int = 16384      # and at most this many tokens per batch (as eval.batch_tokens)
     rows_per_write: int = 32       # rows annotated, then written, at a time

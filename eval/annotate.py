@@ -1,6 +1,8 @@
 """Label anyone's outputs with a trained annotator, from its export alone.
 
     python -m eval.annotate model=EXPORT_DIR input=IN.jsonl output=OUT.jsonl
+    python -m eval.annotate model=EXPORT_DIR input=IN.jsonl output=OUT.jsonl backend=openai \
+        judge.base_url=http://127.0.0.1:8000/v1 judge.model=NAME      # the export served (transformers serve)
 
 Input rows: `{"id"?, "source" | "documents", "response", "question"?}` (records of the schema are
 accepted too; their labels are ignored). One output row per input row, in input order:
@@ -26,7 +28,7 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 import configs.schema  # noqa: F401  (registers the schemas)
-from configs.schema import AnnotateConfig, VllmConfig, typed
+from configs.schema import AnnotateConfig, JudgeConfig, VllmConfig, typed
 from data_builders.anah import SourceIndex
 from data_builders.collate import prompt_ids
 from data_builders.pairs import uses_pairs
@@ -43,12 +45,13 @@ class Annotator:
     predictor: AnnotatorPredictor
 
     @classmethod
-    def load(cls, path: str | Path, backend: str = "hf", batch_size: int = 8, batch_tokens: int = 16384
-             ) -> Annotator:
-        """The annotator exported in `path` (`annotator.json` says how it reads its inputs)."""
+    def load(cls, path: str | Path, backend: str = "hf", batch_size: int = 8, batch_tokens: int = 16384,
+             judge: JudgeConfig | None = None) -> Annotator:
+        """The annotator exported in `path` (`annotator.json` says how it reads its inputs); with
+        backend="openai" its prompts go to the endpoint `judge` names (a served copy of it, say)."""
         spec = AnnotatorSpec.load(path)
         inference = Inference(backend=backend, max_new_tokens=spec.max_new_tokens, batch_size=batch_size,
-                              batch_tokens=batch_tokens, vllm=VllmConfig())
+                              batch_tokens=batch_tokens, vllm=VllmConfig(), judge=judge)
         predictor = AnnotatorPredictor(spec, inference, str(path), progress=False)
         predictor.prepare({})
         return cls(spec, predictor)
@@ -153,7 +156,7 @@ def annotate_file(cfg: AnnotateConfig) -> tuple[int, int]:
     if cfg.rows_per_write < 1:
         raise ValueError(f"rows_per_write={cfg.rows_per_write}: expected a positive number of rows")
     rows = read_rows(input_path)
-    annotator = Annotator.load(cfg.model, cfg.backend, cfg.batch_size, cfg.batch_tokens)
+    annotator = Annotator.load(cfg.model, cfg.backend, cfg.batch_size, cfg.batch_tokens, cfg.judge)
     done = written_before = _done(output, rows, input_path)
     with open(output, "a", encoding="utf-8") as f, tqdm(total=len(rows), initial=done, desc="annotate",
                                                           unit="row", disable=not cfg.progress) as bar:

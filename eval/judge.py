@@ -70,8 +70,7 @@ class Judge:
 
     def __init__(self, config: JudgeConfig | None, max_tokens: int):
         if config is None:
-            raise JudgeError("backend=openai takes the endpoint from eval.judge (eval/run.py); eval.annotate labels "
-                             "with exports only so far: use eval/run.py with eval.backend=openai")
+            raise JudgeError("backend=openai needs the endpoint: eval.judge.* (eval/run.py) or judge.* (eval.annotate)")
         if not config.base_url or not config.model:
             raise JudgeError("eval.backend=openai needs eval.judge.base_url (e.g. http://127.0.0.1:8000/v1) and "
                              f"eval.judge.model (the name the endpoint serves); found {config.base_url!r}, "

@@ -216,3 +216,33 @@ def test_a_server_that_dies_mid_run_stops_it_in_one_line_and_the_rerun_sends_onl
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert sum(second.forwarded.values()) == 2 and not set(first.forwarded) & set(second.forwarded)
     assert len(_outputs(tmp_path / "run")) == 4
+
+
+def _annotate(export: Path, rows: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "eval.annotate", f"model={export}", f"input={rows}", f"output={out}",
+                           "progress=false", *extra], cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def test_eval_annotate_labels_with_the_served_copy_of_an_export_as_in_process(server, tmp_path):
+    """The export says how to prompt and read (annotator.json); the endpoint serving its weights answers."""
+    from models.export_spec import AnnotatorSpec
+
+    url, model, log = server
+    export = tmp_path / "export"
+    export.mkdir()
+    for f in Path(model).iterdir():
+        (export / f.name).symlink_to(f)
+    AnnotatorSpec("generative", "binary", "prompt_e", 0, "longnovel", "zh", 8192, 12,
+                  ["faithful", "hallucinated"]).save(export)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"id": f"u{i}", "source": f"林远在第{i}天走进书房。窗外下着雨。",
+                                        "response": f"林远在第{i + 1}天走进书房。"}, ensure_ascii=False) + "\n"
+                            for i in range(3)))
+    local = _annotate(export, rows, tmp_path / "local.jsonl")
+    assert local.returncode == 0, local.stderr[-3000:]
+    before = _requests(log)
+    served = _annotate(export, rows, tmp_path / "served.jsonl", "backend=openai", f"judge.base_url={url}",
+                       f"judge.model={model}", f"judge.cache_dir={tmp_path / 'cache'}")
+    assert served.returncode == 0, served.stderr[-3000:]
+    assert _requests(log) - before == 3
+    assert (tmp_path / "served.jsonl").read_text() == (tmp_path / "local.jsonl").read_text()
