@@ -222,8 +222,8 @@ class GroundingConfig:
     weighed by logistic regressions fitted on the train split, thresholds chosen on the validation split."""
     c: float = 1.0                     # inverse L2 strength of both regressions
     unit: EvidenceUnit = EvidenceUnit.sentence   # sentence | clause: what is judged and marked as a span
-    embedder: str | None = None        # minilm | a sentence-transformers directory: adds each sentence's cosine
-                                       # similarity to its closest source sentences (default: lexical only)
+    embedder: str | None = None        # minilm | embedded:e5-small | a sentence-transformers directory: adds each
+                                       # unit's cosine similarity to its closest source sentences (default: none)
     threshold: float | None = None     # the response's; default: chosen on validation for balanced accuracy
     span_threshold: float | None = None   # a sentence's; default: chosen on validation for character F1
 

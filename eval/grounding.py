@@ -75,8 +75,8 @@ def _sentence_features(response: str, span: tuple[int, int], index: int, count: 
 
 def sentences(rec: dict, embedder: str | None = None, unit: str = "sentence") -> tuple[list[Sentence], list[float]]:
     """The response's sentences with their features, and the record's context features; with an embedder
-    (`minilm` or a sentence-transformers directory, data_builders/retrieval.py) each sentence also gets its
-    highest and its top-3 mean cosine similarity to the source's sentences."""
+    (`minilm`, an embedded encoder such as `embedded:e5-small`, or a sentence-transformers directory) each
+    sentence also gets its highest and its top-3 mean cosine similarity to the source's sentences."""
     key = (rec.get("id"), hash(rec["source"]), hash(rec["response"]), embedder, unit)
     if key not in _READ:
         _READ[key] = _sentences(rec, embedder, unit)
@@ -109,8 +109,9 @@ def source_units(source: str, language: str) -> list[str]:
 
 def _similarities(rec: dict, spans: list[tuple[int, int]], embedder: str) -> list[list[float]]:
     from data_builders.retrieval import EmbeddingRanker
+    from models.builders import EMBEDDED_PREFIX, resolve_model_path
 
-    ranker = EmbeddingRanker(embedder)
+    ranker = EmbeddingRanker(resolve_model_path(embedder) if embedder.startswith(EMBEDDED_PREFIX) else embedder)
     units = ranker.encode(source_units(rec["source"], rec.get("language", "en")))
     said = ranker.encode([rec["response"][a:b] for a, b in spans])
     top = -np.sort(-(said @ units.T).float().cpu().numpy(), axis=1)[:, :3]
