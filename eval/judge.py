@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
@@ -80,6 +81,7 @@ class Judge:
         from openai import OpenAI
 
         self.config, self.max_tokens = config, max_tokens
+        logging.getLogger("httpx").setLevel(logging.WARNING)   # not a log line per request (Hydra logs INFO)
         self.client = OpenAI(base_url=config.base_url, api_key=api_key(config), max_retries=config.max_retries,
                              timeout=config.timeout_s)
         self.usage = JudgeUsage()
