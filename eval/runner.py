@@ -73,7 +73,7 @@ def run_eval_folds(cfg: SFTConfig) -> dict:
     """A method prepared on each fold's train and val parts (grounding, nli, rag), cross-validated in
     one launch: the folds dealt as training deals them (train/cross_validation.py), each fold's test part
     predicted in <output_dir>/fold_<i>/eval, then the k test parts pooled into <output_dir>/eval."""
-    from train.cross_validation import deal_once, fold_config, pool_folds
+    from eval.folds import deal_once, fold_config, pool_folds
 
     check_data_config(cfg.data)
     run_dir = Path(cfg.output_dir)
