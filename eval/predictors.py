@@ -373,11 +373,12 @@ class GroundingPredictor:
         response = (resolve_threshold(g.threshold, None, val, lambda recs: [scored[r["id"]][0] for r in recs],
                                       what="responses") if model.response else
                     Threshold(DEFAULT, "unused: every train record is hallucinated, its marked spans decide"))
-        with_spans = [r for r in val if r.get("spans")] if model.sentence else []
-        span = resolve_threshold(
-            g.span_threshold, None, with_spans, None, what="hallucinated responses", objective="character F1",
+        span = (resolve_threshold(
+            g.span_threshold, None, [r for r in val if r.get("spans")], None, what="hallucinated responses",
+            objective="character F1",
             choose=lambda recs: choose_span_threshold([scored[r["id"]][1] for r in recs],
                                                       [[(s["start"], s["end"]) for s in r["spans"]] for r in recs]))
+                if model.sentence else Threshold(DEFAULT, "unused: no gold spans in the train split, none marked"))
         model.threshold, model.span_threshold = response.value, span.value
         model.save(out / "grounding.json", {"threshold_source": response.source, "span_threshold_source": span.source,
                                             "train_records": len(splits["train"])})
