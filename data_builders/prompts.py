@@ -14,6 +14,10 @@ ZH_TYPE = {v: k for k, v in TYPE_ZH.items()}
 HALLUCINATED, FAITHFUL = "有幻觉", "无幻觉"
 TEMPLATES = ("prompt_e", "prompt_b", "cot")   # Figs. 19, 20, 21
 SENTENCE_CHECK = "sentence_check"   # one response sentence against its evidence (data_builders/evidence.py)
+# SummEdits' standard zero-shot prompt (Laban et al. 2023, Apache-2.0): is the summary consistent with
+# the document, "Yes" or "No" first. A judge's prompt for any response against its source (FaithBench
+# summaries, RAGTruth responses); "Yes" means faithful (eval.parsers.parse_consistency_answer).
+CONSISTENCY = "consistency"
 
 
 @cache
@@ -55,14 +59,27 @@ def verdict_target(record: dict) -> str:
     return json.dumps({"has_hallucination": HALLUCINATED, "details": details}, ensure_ascii=False)
 
 
+def consistency_messages(record: dict) -> list[dict]:
+    """SummEdits' zero-shot prompt with the record's source as the document and its response as the summary."""
+    text = resources.files("data_builders.prompt_texts").joinpath("summedits_zero_shot.txt").read_text(encoding="utf-8")
+    return [{"role": "user", "content": text.strip().replace("[ARTICLE]", article_of(record))
+             .replace("[SUMMARY_SENTENCES]", record["response"])}]
+
+
+def consistency_target(record: dict) -> str:
+    if record.get("label") not in (0, 1):
+        raise ValueError(f"record {record.get('id')!r}: a training target needs label 0 or 1")
+    return "No" if record["label"] == 1 else "Yes"
+
+
 def template_for(record: dict, default: str) -> str:
     """A record of a training mixture may carry its own template (`meta.template`)."""
     return (record.get("meta") or {}).get("template") or default
 
 
 def render_messages(record: dict, template: str) -> list[dict]:
-    """The chat prompt of `template`: LongNovel detection (`prompt_e`), ANAH annotation (`anah_*`) or
-    a sentence against its evidence (`sentence_check`)."""
+    """The chat prompt of `template`: LongNovel detection (`prompt_e`), ANAH annotation (`anah_*`), a
+    sentence against its evidence (`sentence_check`) or SummEdits' zero-shot question (`consistency`)."""
     template = template_for(record, template)
     if template.startswith("anah_"):
         from data_builders.anah import annotation_messages
@@ -70,6 +87,8 @@ def render_messages(record: dict, template: str) -> list[dict]:
     if template == SENTENCE_CHECK:
         from data_builders.evidence import sentence_check_messages
         return sentence_check_messages(record)
+    if template == CONSISTENCY:
+        return consistency_messages(record)
     return detection_messages(record, template)
 
 
@@ -79,4 +98,6 @@ def render_target(record: dict, template: str) -> str:
     if template.startswith("anah_"):
         from data_builders.anah import annotation_target
         return annotation_target(record, template)
+    if template == CONSISTENCY:
+        return consistency_target(record)
     return verdict_target(record)

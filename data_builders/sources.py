@@ -123,12 +123,22 @@ def _counts(splits: dict[str, list[dict]]) -> str:
 
 
 def records_files(root: Path) -> dict[str, Path]:
-    """The record files of a `data.source=records` directory: train and test (required), val (optional)."""
+    """The record files of a `data.source=records` directory: test (required), train and val (what
+    training, or an annotator fitted on the data, needs: `train_split`)."""
     files = {s: root / f"{s}.jsonl" for s in ("train", "test", "val")}
-    for split in ("train", "test"):
-        if not files[split].is_file():
-            raise DataError(f"data.root={root}: expected {split}.jsonl, found no such file")
+    if not files["test"].is_file():
+        raise DataError(f"data.root={root}: expected test.jsonl, found no such file")
     return {s: p for s, p in files.items() if p.is_file()}
+
+
+def train_split(splits: dict[str, list[dict]], root: str | None, what: str) -> list[dict]:
+    """The train records, for `what` needs them; a directory of a benchmark's test file alone (all a
+    zero-shot judge needs) has none."""
+    if not splits.get("train"):
+        raise DataError(f"data.root={root}: {what} needs train.jsonl and found none (only a zero-shot "
+                        "judge or an exported annotator evaluates from test.jsonl alone; data.folds=k deals "
+                        "train and test parts from it)")
+    return splits["train"]
 
 
 def _check_released_file(path: Path) -> None:

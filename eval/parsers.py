@@ -99,3 +99,23 @@ def parse_binary_answer(text: str) -> int | None:
     if neg == pos:
         return None
     return 1 if pos else 0
+
+
+_CONSISTENCY = re.compile(r"^\W*(yes|no)\b", re.I)
+_INCONSISTENT = re.compile(r"(?:\bnot|n't)\s+(?:\w+\s+)?consistent\b|\binconsistent\b", re.I)
+_CONSISTENT = re.compile(r"\bconsistent\b", re.I)
+
+
+def parse_consistency_answer(text: str) -> int | None:
+    """1 (hallucinated) / 0 (faithful) from an answer to "is the summary factually consistent with
+    the document?" (the `consistency` template): its first word, "No" or "Yes"; else its first
+    sentence's "(not) consistent" / "inconsistent"; None otherwise."""
+    if not isinstance(text, str):
+        return None
+    m = _CONSISTENCY.match(text)
+    if m:
+        return int(m.group(1).lower() == "no")
+    first = re.split(r"(?<=[.!?])\s|\n", text.strip(), maxsplit=1)[0]
+    if _INCONSISTENT.search(first):
+        return 1
+    return 0 if _CONSISTENT.search(first) else None

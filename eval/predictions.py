@@ -22,8 +22,8 @@ def binary_decision(row: dict | None) -> tuple[int | None, list[str]]:
     """(label, predicted types) for LongNovel / binary tasks; (None, []) when unusable."""
     if row is None:
         return None, []
-    if row.get("label") in (0, 1):
-        return int(row["label"]), []
+    if "label" in row:        # decided when predicted (a `consistency` answer); None: unparseable
+        return (int(row["label"]) if row["label"] in (0, 1) else None), []
     if "probs" in row:
         label = _from_probs(row["probs"], row.get("threshold"))
         return (label if label in (0, 1) else None), []

@@ -15,7 +15,9 @@ from transformers import AutoConfig
 
 from configs.schema import EvalConfig, GroundingConfig, ModelConfig, NliConfig, RagConfig, SFTConfig, TaskConfig
 from data_builders.collate import prompt_ids
-from data_builders.prompts import render_messages
+from data_builders.prompts import CONSISTENCY, render_messages
+from data_builders.sources import train_split
+from eval.parsers import parse_consistency_answer
 from eval.predict import predict_records, select_eval_records
 from eval.predictions import binary_decision
 from eval.scoring import scorer
@@ -193,6 +195,8 @@ class AnnotatorPredictor:
         return [by_id[r["id"]] for r in records]
 
     def _stamp(self, row: dict, on_result: Write | None) -> None:
+        if "output" in row and self.task.template == CONSISTENCY:    # its "Yes" means faithful: read here
+            row["label"] = parse_consistency_answer(row["output"])
         if self.threshold is not None and "probs" in row:
             by = (self.thresholds_by or {}).get("values") or {}
             row["threshold"] = by.get(self._group_of.get(row["id"]), self.threshold)
@@ -350,24 +354,23 @@ class GroundingPredictor:
 
     tokenizer = None          # records are read as they are (data.source=records): nothing is tokenised
 
-    def __init__(self, grounding: GroundingConfig, inference: Inference):
-        self.grounding, self.inference = grounding, inference
+    def __init__(self, grounding: GroundingConfig, inference: Inference, data_root: str | None = None):
+        self.grounding, self.inference, self.data_root = grounding, inference, data_root
 
     @classmethod
     def from_config(cls, cfg: SFTConfig) -> GroundingPredictor:
         if cfg.data.source != "records":
             raise ValueError(f"eval.method=grounding reads records with a source and a response: it needs "
                              f"data.source=records, found data.source={cfg.data.source}")
-        return cls(cfg.eval.grounding, Inference.of(cfg.model, cfg.eval))
+        return cls(cfg.eval.grounding, Inference.of(cfg.model, cfg.eval), cfg.data.root)
 
     def prepare(self, splits: dict[str, list[dict]], out: Path) -> None:
         from eval.grounding import fit
 
-        g = self.grounding
+        g, train = self.grounding, train_split(splits, self.data_root, "eval.method=grounding")
         if g.embedder:
-            print(f"grounding: embedding the sentences of {len(splits['train'])} train records with {g.embedder}",
-                  flush=True)
-        model = fit(splits["train"], g.c, g.embedder, str(g.unit))
+            print(f"grounding: embedding the sentences of {len(train)} train records with {g.embedder}", flush=True)
+        model = fit(train, g.c, g.embedder, str(g.unit))
         val = self.inference.validation(splits)
         scored = {r["id"]: model.scores(r) for r in val}
         response = (resolve_threshold(g.threshold, None, val, lambda recs: [scored[r["id"]][0] for r in recs],

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from configs.schema import DataConfig, SFTConfig, StageConfig, TaskConfig, stage_sp_size, to_container
-from data_builders.sources import DataError
+from data_builders.sources import DataError, train_split
 from eval.report import read_rows
 from eval.runner import data_request
 from eval.tracking import Tracker
@@ -99,7 +99,8 @@ def train(cfg: SFTConfig, info: DistInfo, continue_dir: Path | None = None) -> d
     if point and info.is_main:
         print(resume_message(point, names, run_dir, cfg.eval.enabled), flush=True)
     global_step = point.global_step if point else 0
-    run = Run(cfg, info, run_dir, names, base, tokenizer, records["train"], records.get("val") or [], log, tracker)
+    train_records = train_split(records, cfg.data.root, "training")
+    run = Run(cfg, info, run_dir, names, base, tokenizer, train_records, records.get("val") or [], log, tracker)
     try:
         for i, stage in enumerate(stages):
             if point and i < point.stage_index:
