@@ -64,3 +64,13 @@ def test_tested_by_names_a_test_that_runs_the_block_command(page, line, block, a
     stems = {(a or b.replace(".", "/") or c).split("/")[-1] for a, b, c in names} - {"sft"}
     assert stems, f"{page}:{line}: no program or experiment in the block"
     assert any(stem in body for stem in stems), f"{page}:{line}: {arg} runs none of {sorted(stems)}"
+
+
+def test_the_readme_stays_a_front_door():
+    """At most 300 lines: tables beyond the headline ones live in docs/, and every docs page the
+    README links to exists."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 300, f"README.md has {len(text.splitlines())} lines; move detail to docs/"
+    linked = set(re.findall(r"\]\((docs/[^)#]+)", text))
+    missing = sorted(page for page in linked if not (REPO / page).is_file())
+    assert linked and not missing, missing
