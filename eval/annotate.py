@@ -25,13 +25,13 @@ from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
-from tqdm import tqdm
 
 import configs.schema  # noqa: F401  (registers the schemas)
 from configs.schema import AnnotateConfig, JudgeConfig, VllmConfig, typed
 from data_builders.anah import SourceIndex
 from data_builders.collate import prompt_ids
 from data_builders.pairs import uses_pairs
+from data_builders.progress import progress
 from data_builders.schema import TASKS, RecordError, iter_jsonl, read_jsonl, read_jsonl_to_append
 from data_builders.user_errors import reports_user_errors
 from eval.predictors import AnnotatorPredictor, Inference
@@ -158,8 +158,8 @@ def annotate_file(cfg: AnnotateConfig) -> tuple[int, int]:
     rows = read_rows(input_path)
     annotator = Annotator.load(cfg.model, cfg.backend, cfg.batch_size, cfg.batch_tokens, cfg.judge)
     done = written_before = _done(output, rows, input_path)
-    with open(output, "a", encoding="utf-8") as f, tqdm(total=len(rows), initial=done, desc="annotate",
-                                                          unit="row", disable=not cfg.progress) as bar:
+    with open(output, "a", encoding="utf-8") as f, progress(total=len(rows), initial=done, desc="annotate",
+                                                              unit="row", disable=not cfg.progress) as bar:
         for start in range(done - done % cfg.rows_per_write, len(rows), cfg.rows_per_write):
             chunk = rows[start:start + cfg.rows_per_write]
             records = [annotator.record(row, f"{input_path}:{line}", f"r{start + i}")   # no id: r<k>, its place

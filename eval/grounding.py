@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
+from data_builders.progress import progress
 from data_builders.sentences import sentence_spans, unit_spans
 
 CJK = "\u3040-\u30ff\u3400-\u9fff"
@@ -210,7 +210,7 @@ def fit(train: list[dict], c: float = 1.0, embedder: str | None = None, unit: st
     model where some training unit overlaps a gold span, the response model where both labels occur."""
     model = GroundingModel(sorted({task_type(r) for r in train}), embedder, unit)
     unit_x, unit_y, response_x = [], [], []
-    for rec in tqdm(train, desc="grounding features (train)", dynamic_ncols=True, disable=embedder is None):
+    for rec in progress(train, desc="grounding features (train)", disable=embedder is None):
         found, rows, response_row = model.sentence_matrix(rec)
         unit_x.append(rows)
         unit_y += gold_sentence_labels(rec, found) if rec["label"] else [0] * len(found)

@@ -20,10 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tqdm import tqdm
-
 from configs.schema import JudgeConfig
 from data_builders.cache_dir import cache_root
+from data_builders.progress import progress as progress_of
 from data_builders.schema import read_jsonl_to_append
 
 NO_KEY = "none"        # what a server without authentication is sent (the client insists on a key)
@@ -107,7 +106,7 @@ class Judge:
         keys = [self.key(c) for c in conversations]
         out: dict[int, str] = {}
         start = time.perf_counter()
-        with tqdm(total=len(prompts), desc="judge", disable=not progress, dynamic_ncols=True) as bar:
+        with progress_of(total=len(prompts), desc="judge", unit="request", disable=not progress) as bar:
             def done(i: int, text: str) -> None:
                 out[i] = text
                 bar.update(1)

@@ -4,8 +4,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-from tqdm import tqdm
-
+from data_builders.progress import progress as progress_of
 from data_builders.sources import in_bucket
 from models.generate import length_batches
 from models.kinds import kind_of
@@ -46,7 +45,7 @@ def predict_records(model, tokenizer, records: list[dict], task, max_new_tokens:
     results: dict[int, list] = {i: [] for i in range(len(records))}
     left = Counter(owner)
     rows: dict[int, dict] = {}
-    with tqdm(total=len(records), desc="predict", disable=not progress, dynamic_ncols=True) as bar:
+    with progress_of(total=len(records), desc="predict", unit="record", disable=not progress) as bar:
         for batch in length_batches([x["input_ids"] for x in inputs], batch_size, spec.generates, batch_tokens):
             for j, res in zip(batch, spec.predict(model, tokenizer, [inputs[j] for j in batch], max_new_tokens)):
                 i = owner[j]

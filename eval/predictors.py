@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 from transformers import AutoConfig
 
 from configs.schema import EvalConfig, GroundingConfig, ModelConfig, NliConfig, RagConfig, SFTConfig, TaskConfig
 from data_builders.collate import prompt_ids
+from data_builders.progress import progress
 from data_builders.prompts import CONSISTENCY, render_messages
 from data_builders.sources import train_split
 from eval.parsers import parse_consistency_answer
@@ -104,7 +104,7 @@ class AnnotatorPredictor:
     def from_config(cls, cfg: SFTConfig) -> AnnotatorPredictor:
         """`eval/run.py`'s annotator: `checkpoint`, else `model.name_or_path`."""
         path = resolve_model_path(cfg.checkpoint or cfg.model.name_or_path, key="checkpoint")
-        return cls(cfg.task, Inference.of(cfg.model, cfg.eval), path)
+        return cls(cfg.task, Inference.of(cfg.model, cfg.eval), path, progress=cfg.trainer.progress)
 
     @cached_property
     def tokenizer(self):
@@ -282,7 +282,7 @@ class RagPredictor(AnnotatorPredictor):
         from eval.rag import aggregate, block_records
 
         r = self.rag
-        for rec in tqdm(records, desc="rag", dynamic_ncols=True):
+        for rec in progress(records, desc="rag"):
             blocks = block_records(rec, self.embedder, r.article_chars, r.summary_chars, r.top_k)
             rows = self.rows(blocks, progress=False)
             labels = [binary_decision(row)[0] for row in rows]
@@ -318,7 +318,7 @@ class NliPredictor:
         saved = out / "threshold.json"
         chosen = resolve_threshold(n.threshold, self._cached_threshold(saved), self.inference.validation(splits),
                                    lambda recs: [self._score(r)["score"] for r in
-                                                 tqdm(recs, desc="nli threshold (val)", dynamic_ncols=True)],
+                                                 progress(recs, desc="nli threshold (val)")],
                                    default=None)    # NLI scores are not probabilities: no default
         self.threshold = chosen.value
         if chosen.source.startswith("validation"):
@@ -340,7 +340,7 @@ class NliPredictor:
         return Threshold(cached["threshold"], f"{saved.name} ({cached.get('source', 'validation split')})")
 
     def predict(self, records: list[dict], write: Write) -> None:
-        for rec in tqdm(records, desc=f"nli {self.nli.method}", dynamic_ncols=True):
+        for rec in progress(records, desc=f"nli {self.nli.method}"):
             s = self._score(rec)
             write({"id": rec["id"], "label": is_hallucinated(s["score"], self.threshold), "score": s["score"],
                    "threshold": self.threshold, "per_segment": s["per_segment"]})
@@ -390,7 +390,7 @@ class GroundingPredictor:
         self.model = model
 
     def predict(self, records: list[dict], write: Write) -> None:
-        for rec in tqdm(records, desc="grounding", dynamic_ncols=True):
+        for rec in progress(records, desc="grounding"):
             write(self.model.predict(rec))
 
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
 from configs.schema import SFTConfig, StageConfig, TaskConfig
+from data_builders.progress import progress
 from eval.tracking import Tracker
 from models.kinds import Kind, kind_of
 from train.checkpoint import save_state
@@ -113,8 +113,8 @@ def train_step(engine, samples: list[dict], plan: StagePlan, step: int, ctx: Sta
 def run_stage(engine, samples: list[dict], plan: StagePlan, ctx: StageContext,
               start_step: int, global_step: int) -> tuple[int, bool]:
     """Train steps [start_step, plan.total_steps); returns (global step, stopped early)."""
-    bar = tqdm(total=plan.total_steps, initial=start_step, desc=f"stage {ctx.index} {ctx.name}",
-               disable=not (ctx.progress and ctx.info.is_main), dynamic_ncols=True)
+    bar = progress(total=plan.total_steps, initial=start_step, desc=f"stage {ctx.index} {ctx.name}",
+                   unit="step", disable=not (ctx.progress and ctx.info.is_main))
     try:
         for step in range(start_step, plan.total_steps):
             t0 = time.time()
