@@ -80,7 +80,8 @@ class Judge:
         from openai import OpenAI
 
         self.config, self.max_tokens = config, max_tokens
-        logging.getLogger("httpx").setLevel(logging.WARNING)   # not a log line per request (Hydra logs INFO)
+        for name in ("httpx", "httpx2"):    # not a log line per request (Hydra logs INFO); openai uses either
+            logging.getLogger(name).setLevel(logging.WARNING)
         self.client = OpenAI(base_url=config.base_url, api_key=api_key(config), max_retries=config.max_retries,
                              timeout=config.timeout_s)
         self.usage = JudgeUsage()

@@ -89,6 +89,7 @@ def test_served_greedy_answers_equal_in_process_ones_and_a_rerun_sends_nothing(s
     assert served.returncode == 0, served.stderr[-3000:]
     assert _outputs(tmp_path / "served") == _outputs(tmp_path / "hf")
     assert _requests(log) - before == 4
+    assert "HTTP Request" not in served.stdout + served.stderr      # no log line per request
     usage = json.loads((tmp_path / "served" / "judge_usage.json").read_text())
     assert (usage["requests"], usage["cached"]) == (4, 0) and usage["prompt_tokens"] > 0
 
