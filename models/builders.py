@@ -120,6 +120,13 @@ EMBEDDED_BUILDERS: dict[str, Callable[[Path, int], None]] = {"qwen3-tiny": write
                                                              "smollm2-135m": write_smollm2,
                                                              "e5-small": write_e5_small}
 EMBEDDED_SHIPPED: dict[str, Callable[[], Path]] = {"minilm": minilm_dir}
+# What an export's model card says of an embedded base model on the Hub: its repository and licence
+# (the random-init ones have neither).
+EMBEDDED_ORIGIN: dict[str, tuple[str, str]] = {
+    "smollm2-135m": ("HuggingFaceTB/SmolLM2-135M-Instruct", "apache-2.0"),
+    "minilm": ("sentence-transformers/all-MiniLM-L6-v2", "apache-2.0"),
+    "e5-small": ("intfloat/multilingual-e5-small", "mit"),
+}
 # Model types of the encoder backbones (bidirectional, (evidence, response) pairs: data_builders/pairs.py).
 ENCODER_TYPES = ("bert", "roberta", "deberta", "deberta-v2", "modernbert", "xlm-roberta", "distilbert", "electra")
 

@@ -7,14 +7,20 @@ directory without it is refused with an error that names the file.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
+import yaml
+
+from models.builders import EMBEDDED_ORIGIN, EMBEDDED_PREFIX
 from models.kinds import kind_of
 
 SPEC_FILE = "annotator.json"
 CARD_FILE = "README.md"
 FORMAT = 1
+PIPELINE_TAGS = {"generative": "text-generation", "discriminative": "text-classification",
+                 "spans": "token-classification"}
 
 
 class ExportError(ValueError):
@@ -63,9 +69,44 @@ class AnnotatorSpec:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def write_model_card(directory: str | Path, spec: AnnotatorSpec, held_out: str | None = None) -> None:
-    """The export's README.md: what it is, what it was trained on, how it scored, how to run it."""
-    lines = [f"# Hallucination annotator: {kind_of(spec).card_title(spec)}", "",
+def _base_origin(base_model: str) -> tuple[str | None, str | None]:
+    """(Hub repository, licence) of the base model: an embedded one's, or what a local directory's own
+    card says (`base_model` is the directory's name there only when its card names none)."""
+    if base_model.startswith(EMBEDDED_PREFIX):
+        return EMBEDDED_ORIGIN.get(base_model[len(EMBEDDED_PREFIX):], (None, None))
+    card = Path(base_model) / CARD_FILE
+    meta = {}
+    if card.is_file():
+        m = re.match(r"---\n(.*?)\n---", card.read_text(encoding="utf-8", errors="ignore"), re.S)
+        meta = (yaml.safe_load(m.group(1)) if m else None) or {}
+    repo = meta.get("base_model") if isinstance(meta.get("base_model"), str) else None
+    return repo, meta.get("license") if isinstance(meta.get("license"), str) else None
+
+
+def hub_metadata(spec: AnnotatorSpec, scores: dict[str, float] | None = None) -> dict:
+    """The card's YAML front matter as the Hugging Face Hub reads it: pipeline, base model, licence,
+    training data, and the held-out scores as `model-index`."""
+    tag = PIPELINE_TAGS[spec.kind]
+    repo, licence = _base_origin(spec.base_model)
+    source = str(spec.training.get("source") or "unknown")
+    meta = {"library_name": "transformers", "pipeline_tag": tag, "tags": ["hallucination-detection", spec.kind],
+            "language": [spec.language], "datasets": [source]}
+    meta |= {"base_model": repo} if repo else {}
+    meta |= {"license": licence} if licence else {}
+    if scores:
+        meta["model-index"] = [{"name": f"hallucination annotator ({spec.kind}, {spec.stage})", "results": [{
+            "task": {"type": tag, "name": "hallucination detection"},
+            "dataset": {"type": source, "name": source, "split": "test"},
+            "metrics": [{"type": k, "name": k, "value": round(float(v), 4)} for k, v in scores.items()]}]}]
+    return meta
+
+
+def write_model_card(directory: str | Path, spec: AnnotatorSpec, held_out: str | None = None,
+                     scores: dict[str, float] | None = None) -> None:
+    """The export's README.md: Hub metadata, what it is, what it was trained on, how it scored, how to
+    run it."""
+    front = yaml.safe_dump(hub_metadata(spec, scores), sort_keys=False, allow_unicode=True).strip()
+    lines = ["---", front, "---", "", f"# Hallucination annotator: {kind_of(spec).card_title(spec)}", "",
              f"- base model: `{spec.base_model}`; curriculum stage `{spec.stage}`",
              f"- training data: `{spec.training.get('source', '?')}`, {spec.training.get('records', '?')} records "
              f"({spec.language})",

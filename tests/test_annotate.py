@@ -6,9 +6,11 @@ import subprocess
 import sys
 
 import pytest
+from huggingface_hub import ModelCard
 
 from eval.annotate import Annotator
-from models.export_spec import SPEC_FILE, AnnotatorSpec, ExportError
+from eval.scoring import scorer
+from models.export_spec import PIPELINE_TAGS, SPEC_FILE, AnnotatorSpec, ExportError
 from tests.conftest import REPO, torchrun
 from tests.tolerance import assert_same_annotations
 
@@ -73,6 +75,11 @@ def test_annotate_agrees_with_eval_run_and_offsets_index_the_responses(trained, 
     assert spec.evidence_sentences == 3 and spec.template == "sentence_check" and spec.max_seq_len == 4096
     card = (run.joinpath(*EXPORT) / "README.md").read_text()
     assert "## Held-out evaluation" in card and "| overall |" in card and "python -m eval.annotate" in card
+    meta = ModelCard.load(run.joinpath(*EXPORT) / "README.md").data.to_dict()     # what the Hub reads
+    assert meta["pipeline_tag"] == PIPELINE_TAGS[spec.kind] and meta["library_name"] == "transformers"
+    scored_mcc = scorer(spec.scorer).summary(json.loads((run / "eval" / "metrics.json").read_text())).mcc
+    [result] = meta["model-index"][0]["results"]
+    assert {m["type"]: m["value"] for m in result["metrics"]}["mcc"] == round(scored_mcc, 4)
     if spec.kind == "discriminative":
         assert spec.threshold is not None and spec.threshold_source.startswith("validation split")
         assert all(0 <= o["score"] <= 1 for o in out)

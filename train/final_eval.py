@@ -33,10 +33,10 @@ def _store_threshold(hf_dir: str, predictor: AnnotatorPredictor) -> None:
         spec.save(hf_dir)
 
 
-def _card_with_scores(hf_dir: str, markdown: list[str]) -> None:
+def _card_with_scores(hf_dir: str, markdown: list[str], scores: dict[str, float]) -> None:
     """The export's model card, now with its held-out table (the run's own test split)."""
     if (Path(hf_dir) / SPEC_FILE).exists():
-        write_model_card(hf_dir, AnnotatorSpec.load(hf_dir), "\n".join(markdown))
+        write_model_card(hf_dir, AnnotatorSpec.load(hf_dir), "\n".join(markdown), scores)
 
 
 def evaluate_export(cfg: SFTConfig, hf_dir: str, records_by_split: dict[str, list[dict]], out_dir: Path,
@@ -63,7 +63,9 @@ def evaluate_export(cfg: SFTConfig, hf_dir: str, records_by_split: dict[str, lis
         metrics["decision_thresholds_by"] = predictor.thresholds_by
     write_eval(out_dir, s, metrics, scored)
     write_jsonl(out_dir / "predictions.jsonl", rows)       # as eval/run.py writes them: re-scorable, poolable
-    _card_with_scores(hf_dir, s.markdown(metrics))
+    summary = s.summary(metrics)
+    _card_with_scores(hf_dir, s.markdown(metrics),
+                      {k: v for k, v in (("accuracy", summary.acc), ("mcc", summary.mcc)) if v is not None})
     return metrics
 
 
