@@ -59,10 +59,15 @@ def verdict_target(record: dict) -> str:
     return json.dumps({"has_hallucination": HALLUCINATED, "details": details}, ensure_ascii=False)
 
 
+@cache
+def _consistency_prompt() -> str:
+    return resources.files("data_builders.prompt_texts").joinpath("summedits_zero_shot.txt").read_text(
+        encoding="utf-8").strip()
+
+
 def consistency_messages(record: dict) -> list[dict]:
     """SummEdits' zero-shot prompt with the record's source as the document and its response as the summary."""
-    text = resources.files("data_builders.prompt_texts").joinpath("summedits_zero_shot.txt").read_text(encoding="utf-8")
-    return [{"role": "user", "content": text.strip().replace("[ARTICLE]", article_of(record))
+    return [{"role": "user", "content": _consistency_prompt().replace("[ARTICLE]", article_of(record))
              .replace("[SUMMARY_SENTENCES]", record["response"])}]
 
 
