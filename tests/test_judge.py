@@ -131,8 +131,9 @@ def test_a_training_run_refuses_the_served_judge_for_its_own_final_evaluation():
 
 class FaultyProxy:
     """A real HTTP endpoint in front of the server that answers the first requests with the given
-    statuses (429, 500, ...), then forwards; it can stop listening after `stop_after` forwarded answers
-    (the server dying mid-run). It counts what reached the server, per request body."""
+    statuses (429, 500, ...), then forwards; after `stop_after` forwarded requests it dies (the server
+    dying mid-run): every later connection is dropped unanswered and the listener closes. It counts what
+    reached the server, per request body."""
 
     def __init__(self, upstream: str, port: int, faults=(), stop_after: int | None = None):
         import threading
@@ -140,14 +141,28 @@ class FaultyProxy:
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         self.faults, self.stop_after, self.answered, self.forwarded = list(faults), stop_after, [], Counter()
+        self.sent, lock, self.stopped = 0, threading.Lock(), threading.Event()
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
                 pass
 
+            def _dead(self) -> bool:
+                # Decided before forwarding, under a lock: a request that arrives while the listener is
+                # still shutting down must not reach the server (the client retries at once).
+                with lock:
+                    if proxy.stop_after is not None and proxy.sent >= proxy.stop_after:
+                        return True
+                    proxy.sent += 1
+                    return False
+
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                if not proxy.faults and self._dead():
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 if proxy.faults:
                     status = proxy.faults.pop(0)
                     proxy.answered.append(status)
@@ -176,6 +191,7 @@ class FaultyProxy:
     def stop(self):
         self.httpd.shutdown()
         self.httpd.server_close()
+        self.stopped.set()
 
 
 def _judge(proxy_url: str, model: str, cache: Path) -> list[str]:
@@ -208,7 +224,7 @@ def test_a_server_that_dies_mid_run_stops_it_in_one_line_and_the_rerun_sends_onl
     died = _eval(tmp_path / "run", data, *judge)
     assert died.returncode != 0 and f"127.0.0.1:{port}" in died.stderr and "did not answer" in died.stderr
     assert "Traceback" not in died.stderr, died.stderr[-4000:]
-    assert sum(first.forwarded.values()) == 2
+    assert sum(first.forwarded.values()) == 2 and first.stopped.wait(30)
     second = FaultyProxy(url, port)
     try:
         resumed = _eval(tmp_path / "run", data, *judge)
