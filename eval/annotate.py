@@ -11,10 +11,13 @@ accepted too; their labels are ignored). One output row per input row, in input 
 with `text` and, where the annotator names one, `type`), a generative annotator's `correction`
 and `reason`, and `unparseable: true` with the `raw` text when its answer cannot be read.
 
-Rows are written as they are annotated; run it again with the same output to continue. The
-Python API is `Annotator.load(EXPORT_DIR)`, then `.annotate(source, response)` or
-`.annotate_rows(rows)`. Predictions go through `eval.predictors.AnnotatorPredictor`, the path of
-`eval/run.py` and of the trainer's final evaluation.
+Rows are written as they are annotated; run it again with the same output to continue. Then a
+summary of the whole file is printed and written beside it (`OUT.jsonl.summary.md`, with the score
+histogram `OUT.jsonl.scores.png`: eval/annotation_summary.py). The Python API is
+`Annotator.load(EXPORT_DIR)`, then `.annotate(source, response)`, `.annotate_rows(rows)`, or, for a
+RAG answer, `.predict(context=[passages], question=..., answer=..., output_format="spans" | "tokens")`.
+Predictions go through `eval.predictors.AnnotatorPredictor`, the path of `eval/run.py` and of the
+trainer's final evaluation.
 """
 from __future__ import annotations
 
@@ -34,8 +37,10 @@ from data_builders.pairs import uses_pairs
 from data_builders.progress import progress
 from data_builders.schema import TASKS, RecordError, iter_jsonl, read_jsonl, read_jsonl_to_append
 from data_builders.user_errors import reports_user_errors
+from eval.annotation_summary import write_summary
 from eval.predictors import AnnotatorPredictor, Inference
 from eval.scoring import scorer
+from eval.thresholds import DEFAULT, is_hallucinated
 from models.export_spec import AnnotatorSpec
 
 
@@ -61,19 +66,46 @@ class Annotator:
         row = {"source": source, "response": response, **({"question": question} if question else {})}
         return self.annotate_rows([row])[0]
 
+    def predict(self, context: list[str] | str, answer: str, question: str | None = None,
+                output_format: str = "spans") -> list[dict]:
+        """A RAG answer checked against its retrieved passages (LettuceDetect's call shape).
+        output_format="spans": the flagged spans, `{start, end, text}` offsets into `answer` (and
+        `type` where the annotator names one), as in `annotate`'s row; "tokens": every answer token
+        `{start, end, token, prob, pred}` with the head's hallucination probability, from a span
+        (token) head only: a sentence- or response-level annotator has no per-token probability."""
+        if output_format not in ("spans", "tokens"):
+            raise ValueError(f"output_format={output_format!r}: expected 'spans' or 'tokens'")
+        if output_format == "tokens" and not self.predictor.kind.token_probs:
+            raise ValueError(f"output_format='tokens' needs a span (token) head; this annotator is "
+                             f"task.kind={self.spec.kind!r}: use output_format='spans'")
+        documents = [context] if isinstance(context, str) else list(context)
+        row = {"documents": documents, "response": answer, **({"question": question} if question else {})}
+        (rec, pred), = self._predicted(self._records([row]))
+        if output_format == "spans":
+            return self.output_row(rec, pred)["spans"]
+        threshold = pred.get("threshold", DEFAULT)
+        return [{"start": a, "end": b, "token": answer[a:b], "prob": p, "pred": int(is_hallucinated(p, threshold))}
+                for a, b, p in pred["token_probs"]]
+
     def annotate_rows(self, rows: Iterable[dict]) -> list[dict]:
         """Output rows for input rows (checked as the command checks them)."""
+        return self.annotate_records(self._records(rows))
+
+    def _records(self, rows: Iterable[dict]) -> list[dict]:
         records = []
         for i, row in enumerate(rows):
             problem = row_problem(row)
             if problem:
                 raise ValueError(f"row {i + 1}, field '{problem[1]}': {problem[0]}")
             records.append(self.record(row, f"row {i + 1}", f"r{i}"))
-        return self.annotate_records(records)
+        return records
+
+    def _predicted(self, records: list[dict]) -> list[tuple[dict, dict]]:
+        return list(zip(records, self.predictor.rows(records, progress=False)))
 
     def annotate_records(self, records: list[dict]) -> list[dict]:
         """Output rows for records made by `record`, predicted together."""
-        return [self.output_row(rec, pred) for rec, pred in zip(records, self.predictor.rows(records, progress=False))]
+        return [self.output_row(rec, pred) for rec, pred in self._predicted(records)]
 
     def record(self, row: dict, where: str, key: str) -> dict:
         """A schema record for one input row; `key` keeps rows apart whatever ids they carry."""
@@ -195,6 +227,10 @@ def main(composed: DictConfig) -> None:
     written, total = annotate_file(cfg)
     print(f"{cfg.output}: {written} rows annotated now, {total} in all; one row per input row, every span "
           "indexes its response")
+    output = Path(cfg.output)
+    summary = write_summary(output, [row for _, row in read_rows(Path(cfg.input))], read_jsonl(output),
+                            AnnotatorSpec.load(cfg.model).threshold)
+    print(f"\n{summary}\n(written to {output.name}.summary.md)")
 
 
 if __name__ == "__main__":

@@ -74,3 +74,20 @@ def confusion(gold: list, pred: list, labels: list, path: Path, title: str) -> N
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def score_histogram(scores: list[tuple[float, str | None]], threshold: float | None, path: Path) -> None:
+    """(score, label) of annotated rows: their scores in 20 bins over [0, 1], stacked by label, with
+    the decision threshold."""
+    plt = _pyplot()
+    labels = sorted({str(label) for _, label in scores})
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.hist([[s for s, label in scores if str(label) == name] for name in labels], bins=np.linspace(0, 1, 21),
+            stacked=True, label=labels)
+    if threshold is not None:
+        ax.axvline(threshold, color="black", lw=1, ls="--", label=f"threshold {threshold:.3f}")
+    ax.set(xlabel="score", ylabel="rows", title=f"Scores of {len(scores):,} rows")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from models.builders import EMBEDDED_ORIGIN, EMBEDDED_PREFIX
+from models.card_usage import usage_snippet
 from models.kinds import kind_of
 
 SPEC_FILE = "annotator.json"
@@ -125,5 +126,6 @@ def write_model_card(directory: str | Path, spec: AnnotatorSpec, held_out: str |
               "", "## Use", "", "```bash",
               "python -m eval.annotate model=THIS_DIR input=IN.jsonl output=OUT.jsonl", "```", "",
               "Input rows: `{\"id\"?, \"source\" | \"documents\", \"response\", \"question\"?}`. "
-              f"Everything the annotator needs is in `{SPEC_FILE}`."]
+              f"Everything the annotator needs is in `{SPEC_FILE}`.", "",
+              "From Python, with `transformers`:", "", "```python", usage_snippet(spec, directory).rstrip(), "```"]
     (Path(directory) / CARD_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")

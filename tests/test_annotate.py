@@ -10,9 +10,10 @@ from huggingface_hub import ModelCard
 
 from eval.annotate import Annotator
 from eval.scoring import scorer
-from models.export_spec import PIPELINE_TAGS, SPEC_FILE, AnnotatorSpec, ExportError
+from models.export_spec import PIPELINE_TAGS, SPEC_FILE, AnnotatorSpec, ExportError, write_model_card
 from tests.conftest import REPO, torchrun
-from tests.tolerance import assert_same_annotations
+from tests.snippets import card_snippet
+from tests.tolerance import SCORE_ATOL, assert_same_annotations
 
 SMALL = ["parallel=none", "trainer.progress=false", "logger.wandb=false", "data.corpus.n_books=4",
          "data.corpus.units_per_book=10", "data.corpus.unit_chars_min=250", "data.corpus.unit_chars_max=350",
@@ -103,20 +104,31 @@ def test_an_interrupted_run_continues_with_no_row_missing_or_twice(trained, tmp_
     assert f"{len(whole) - 4} rows annotated now, {len(whole)} in all" in proc.stdout
 
 
-# A second setting that changes the kernels or the batches: one row a batch, and PyTorch's AVX2
-# kernels (softmax and attention round differently from AVX-512's), as on another CPU.
-OTHER_SETTINGS = {"one_row_a_batch": (["rows_per_write=1", "batch_size=1"], {}),
+# Settings that change the batches or the kernels: batches of 1, 7 and 32 rows (the default is 8),
+# and PyTorch's AVX2 kernels (softmax and attention round differently from AVX-512's), as on another
+# CPU. batch_tokens is lifted so that batch_size alone sets the batch.
+WIDE = ["batch_tokens=10000000", "rows_per_write=32"]
+OTHER_SETTINGS = {"batches_of_1": (["batch_size=1", *WIDE], {}), "batches_of_7": (["batch_size=7", *WIDE], {}),
+                  "batches_of_32": (["batch_size=32", *WIDE], {}),
                   "avx2_kernels": ([], {"ATEN_CPU_CAPABILITY": "avx2"})}
 
 
+def _many_rows(gold_path, out_path, n: int = 35) -> None:
+    """The held-out rows repeated to n rows (ids made unique), so that a batch of 32 is full."""
+    rows = [{"id": r["id"], "source": r["source"], "response": r["response"]}
+            for r in map(json.loads, gold_path.read_text(encoding="utf-8").splitlines())]
+    many = [{**rows[k % len(rows)], "id": f"{rows[k % len(rows)]['id']}#{k}"} for k in range(n)]
+    out_path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in many), encoding="utf-8")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("trained", ["longnovel_discriminative_demo"], indirect=True)
 @pytest.mark.parametrize("setting", OTHER_SETTINGS)
 def test_another_batch_or_kernel_setting_gives_the_same_annotations_within_tolerance(trained, tmp_path, setting):
-    """The contract across settings (docs/design.md): labels and spans equal, scores within
-    SCORE_ATOL; a label may differ only for a score that close to the decision threshold."""
+    """The contract across settings (docs/design.md): labels, spans and generated text equal, scores
+    within SCORE_ATOL; a label may differ only for a score that close to the decision threshold. A
+    generative annotator's greedy answers are the same text in a batch of 32 padded prompts as alone."""
     run, scored = trained
-    _unlabelled(scored / "gold.jsonl", tmp_path / "in.jsonl")
+    _many_rows(scored / "gold.jsonl", tmp_path / "in.jsonl")
     export = run.joinpath(*EXPORT)
     assert _annotate(export, tmp_path / "in.jsonl", tmp_path / "a.jsonl").returncode == 0
     overrides, env = OTHER_SETTINGS[setting]
@@ -159,6 +171,38 @@ def test_a_whole_source_annotator_refuses_a_source_over_its_trained_length(train
                                          "max_seq_len=1,500"):
         annotator.annotate("林远走进书房。" * 400, "林远走进书房。")
     assert annotator.annotate("林远走进书房。", "林远走进书房。")["label"] in ("hallucinated", "faithful", None)
+    rag = {"context": ["林远走进书房。", "窗外下着雨。"], "question": "林远去了哪里？", "answer": "林远走进书房。"}
+    assert all(rag["answer"][s["start"]:s["end"]] == s["text"] for s in annotator.predict(**rag))
+    with pytest.raises(ValueError, match=r"output_format='tokens' needs a span \(token\) head"):
+        annotator.predict(**rag, output_format="tokens")
+
+
+@pytest.mark.slow
+def test_the_cards_transformers_snippet_gives_the_annotators_answer(trained, tmp_path):
+    """The card's snippet, pasted as a user would: a sentence-level export's goes through Annotator;
+    the same weights exported whole-source render the toolkit's prompt and run plain transformers: a
+    binary head's probability equals the annotator's score (within the tolerance contract), a
+    generative one's greedy answer, read as eval.annotate reads it, gives the annotator's label and
+    spans."""
+    run, scored = trained
+    export = run.joinpath(*EXPORT)
+    whole = tmp_path / "whole"
+    subprocess.run(["cp", "-r", str(export), str(whole)], check=True)
+    spec = AnnotatorSpec.load(whole)
+    spec.evidence_sentences, spec.template, spec.max_seq_len = 0, "prompt_e", 16384
+    spec.save(whole)
+    write_model_card(whole, spec)
+    by_sentence, by_source = Annotator.load(export), Annotator.load(whole)
+    for gold in [json.loads(x) for x in (scored / "gold.jsonl").read_text(encoding="utf-8").splitlines()][:2]:
+        source, response = gold["source"], gold["response"]
+        assert card_snippet(export, source, response, None)["row"] == by_sentence.annotate(source, response)
+        row, ran = by_source.annotate(source, response), card_snippet(whole, source, response, None)
+        if spec.kind == "generative":
+            record = by_source.record({"source": source, "response": response}, "gold", "g")
+            read = scorer(spec.scorer).annotation(record, {"output": ran["answer"]})
+            assert (read["label"], read["spans"]) == (row["label"], row["spans"])
+        else:
+            assert abs(ran["p"] - row["score"]) <= SCORE_ATOL and ran["label"] == row["label"]
 
 
 BAD_INPUTS = [

@@ -12,12 +12,15 @@ from data_builders.pairs import chunk_bounds, pair_inputs, pool_chunks
 from data_builders.ragtruth import import_ragtruth_faithjudge
 from data_builders.schema import read_jsonl, write_jsonl
 from data_builders.token_spans import labelled_sample, prompt_input
+from eval.annotate import Annotator
 from eval.scorers.spans import chars
 from eval.thresholds import flagged_spans
 from models.builders import load_tokenizer, resolve_model_path
 from tests.conftest import REPO, shared_data, torchrun
+from tests.snippets import card_snippet
 from tests.test_cross_validation import _records
 from tests.test_trainer_e2e import SMALL, _ok
+from tests.tolerance import SCORE_ATOL
 
 
 @pytest.fixture(scope="module")
@@ -145,14 +148,62 @@ def test_minilm_span_annotator_trains_evaluates_exports_and_annotates(tmp_path):
     _spans_of_every_row(run / "fold_0", records)
     hf = run / "fold_0" / "checkpoints" / "0-pairs" / "hf"
     assert type(AutoModelForTokenClassification.from_pretrained(hf)).__name__ == "BertForTokenClassification"
-    write_jsonl(tmp_path / "in.jsonl", [{"id": r["id"], "source": r["source"], "response": r["response"]}
-                                        for r in _records()[:4]])
+    rows = [{"id": r["id"], "model": f"m{k % 2}", "documents": _passages(r["source"]),
+             "question": "What did the mayor open?", "response": r["response"]} for k, r in enumerate(_records()[:6])]
+    write_jsonl(tmp_path / "in.jsonl", rows)
     annotate = subprocess.run([sys.executable, "-m", "eval.annotate", f"model={hf}", f"input={tmp_path / 'in.jsonl'}",
                                f"output={tmp_path / 'out.jsonl'}", "progress=false"],
                               cwd=REPO, capture_output=True, text=True, timeout=300)
     assert annotate.returncode == 0, annotate.stderr[-2000:]
-    for row in read_jsonl(tmp_path / "out.jsonl"):
+    out = read_jsonl(tmp_path / "out.jsonl")
+    for row in out:
         response = records[row["id"]]["response"]
         assert row["label"] in ("hallucinated", "faithful") and 0 <= row["score"] <= 1
         assert all(response[s["start"]:s["end"]] == s["text"] for s in row["spans"])
         assert bool(row["spans"]) == (row["label"] == "hallucinated")
+    _summary_written(annotate.stdout, tmp_path / "out.jsonl", out)
+    annotator = Annotator.load(hf)
+    _predict_agrees_with_the_command(annotator, rows, out)
+    _the_cards_snippet_agrees_with_the_annotator(hf, annotator, rows)
+
+
+def _the_cards_snippet_agrees_with_the_annotator(export, annotator, rows: list[dict]) -> None:
+    """Plain transformers, as the card shows, gives the annotator's token probabilities (within the
+    tolerance contract) and spans."""
+    for row in rows:
+        source = "\n".join(row["documents"])
+        ran = card_snippet(export, source, row["response"], row["question"])
+        tokens = annotator.predict(context=row["documents"], question=row["question"], answer=row["response"],
+                                   output_format="tokens")
+        assert [(a, b) for a, b, _ in ran["tokens"]] == [(t["start"], t["end"]) for t in tokens]
+        assert max(abs(p - t["prob"]) for (_, _, p), t in zip(ran["tokens"], tokens)) <= SCORE_ATOL
+        if all(abs(t["prob"] - annotator.spec.threshold) > SCORE_ATOL for t in tokens):
+            assert ran["spans"] == flagged_spans([[t["start"], t["end"], t["pred"]] for t in tokens], 0.5)
+
+
+def _passages(source: str) -> list[str]:
+    """The article as two retrieved passages (its first sentence, the rest)."""
+    first = source.index(". ") + 1
+    return [source[:first], source[first + 1:]]
+
+
+def _summary_written(stdout: str, output, out: list[dict]) -> None:
+    flagged = sum(r["label"] == "hallucinated" for r in out)
+    assert f"{len(out)} rows: {flagged} flagged" in stdout and "## By `model`" in stdout
+    assert output.with_name("out.jsonl.summary.md").read_text() in stdout
+    assert output.with_name("out.jsonl.scores.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def _predict_agrees_with_the_command(annotator, rows: list[dict], out: list[dict]) -> None:
+    """predict(context, question, answer), one row at a time, gives the command's spans (batched)
+    within the tolerance contract; its tokens, thresholded and merged, are its spans, and the worst
+    token's probability is the row's score."""
+    for row, written in zip(rows, out):
+        kwargs = {"context": row["documents"], "question": row["question"], "answer": row["response"]}
+        spans, tokens = annotator.predict(**kwargs), annotator.predict(**kwargs, output_format="tokens")
+        assert all(row["response"][t["start"]:t["end"]] == t["token"] and 0 <= t["prob"] <= 1 for t in tokens)
+        assert flagged_spans([[t["start"], t["end"], t["pred"]] for t in tokens], 0.5) == \
+            [[s["start"], s["end"]] for s in spans]
+        assert max(t["prob"] for t in tokens) == pytest.approx(written["score"], abs=SCORE_ATOL)
+        if all(abs(t["prob"] - annotator.spec.threshold) > SCORE_ATOL for t in tokens):
+            assert spans == written["spans"]
