@@ -21,12 +21,13 @@ def test_bench_quick_runs_every_section(tmp_path):
     out = tmp_path / "bench.json"
     done = _run(["train.tools.bench", "--quick", "--out", str(out)], timeout=900)
     result = json.loads(out.read_text())
-    assert {"throughput", "padding", "inference", "annotation", "zero_offload", "data"} <= set(result)
+    assert {"throughput", "padding", "inference", "annotation", "product", "zero_offload", "data"} <= set(result)
     rates = [s["ours_tokens_per_s"] for s in result["throughput"].values()] + [
         result["inference"]["head_samples_per_s"], result["inference"]["decode_tokens_per_s_batch8"],
-        result["annotation"]["generative_rows_per_s"], result["annotation"]["discriminative_rows_per_s"]]
+        result["annotation"]["generative_rows_per_s"], result["annotation"]["discriminative_rows_per_s"],
+        result["product"]["minilm_spans_rows_per_s"], result["product"]["smollm2_sentences_rows_per_s"]]
     assert all(r > 0 for r in rates)
-    assert "| greedy decode, batch 1 / batch 8 |" in done.stdout
+    assert "| greedy decode, batch 1 / batch 8 |" in done.stdout and "MiniLM span head / SmolLM2-135M" in done.stdout
 
 
 @pytest.mark.slow
