@@ -34,6 +34,7 @@ from configs.choices import (
     SlurmMode,
     SpMode,
     TaskKind,
+    ThresholdFor,
 )
 
 
@@ -283,6 +284,9 @@ class EvalConfig:
     max_per_bucket: int | None = None  # cap per bucket, taken balanced from hallucinated and faithful
     threshold_by: str | None = None       # a record field (meta.task_type): a binary head's threshold chosen per
                                           # value on the validation split, where the value has enough records
+    threshold_for: ThresholdFor = ThresholdFor.balanced_accuracy   # what a threshold chosen on the validation
+                                          # split maximises: balanced_accuracy | f1 (of the hallucinated class,
+                                          # response level: the metric RAGTruth reports per task type)
     max_new_tokens: int = 256
     batch_size: int = 8                   # prompts per batch: greedy decoding batches prompts of equal length
                                           # only (no padding mask), head inference pads without a mask

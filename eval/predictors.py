@@ -26,6 +26,7 @@ from eval.thresholds import (
     Threshold,
     choose_group_thresholds,
     choose_span_threshold,
+    choose_threshold,
     field_value,
     flagged_spans,
     is_hallucinated,
@@ -67,13 +68,14 @@ class Inference:
     buckets: tuple[str, ...] = ("all",)    # validation records: these buckets, at most max_per_bucket each
     max_per_bucket: int | None = None
     threshold_by: str | None = None        # a record field: a binary head's threshold per value of it
+    threshold_for: str = "balanced_accuracy"   # what a threshold chosen on records maximises (or f1)
 
     @classmethod
     def of(cls, model: ModelConfig, evaluation: EvalConfig) -> Inference:
         e = evaluation
         return cls(str(e.backend), e.max_new_tokens, e.batch_size, e.batch_tokens, str(model.dtype),
                    model.attn_implementation, e.vllm, e.judge, tuple(e.buckets), e.max_per_bucket,
-                   e.threshold_by)
+                   e.threshold_by, str(e.threshold_for))
 
     def validation(self, splits: dict[str, list[dict]]) -> list[dict]:
         return select_eval_records(splits.get("val") or [], list(self.buckets), self.max_per_bucket)
@@ -128,8 +130,15 @@ class AnnotatorPredictor:
         config = AutoConfig.from_pretrained(self.path)     # read once, before the final evaluation may rewrite it
         value = getattr(config, "decision_threshold", None)
         stored = Threshold(value, "stored in the model's config") if value is not None else None
-        val, t = self.inference.validation(splits), self.task
-        if t.evidence_sentences and scorer(t.scorer).unit_threshold:
+        val, t, objective = self.inference.validation(splits), self.task, self.inference.threshold_for
+        scores: dict[str, float] = {}
+
+        def scores_of(recs: list[dict]) -> list[float]:
+            """Records' scores (a sentence-level annotator's: its worst sentence's)."""
+            scores.update({row["id"]: row["probs"][1] for row in self.rows(recs, progress=False)})
+            return [scores[r["id"]] for r in recs]
+
+        if t.evidence_sentences and scorer(t.scorer).unit_threshold and objective == "balanced_accuracy":
             from data_builders.evidence import evidence_records
 
             units = [u for r in val for u in evidence_records(r, t.evidence_sentences, unit=t.evidence_unit)]
@@ -138,14 +147,12 @@ class AnnotatorPredictor:
         elif self.kind.token_probs and scorer(t.scorer).span_f1:
             chosen = resolve_threshold(None, stored, val, None, choose=self._span_threshold,
                                        objective="character F1")
+        elif objective == "f1":
+            chosen = resolve_threshold(None, stored, val, None, objective="F1", choose=lambda recs: choose_threshold(
+                [r["label"] for r in recs], scores_of(recs), objective))
         else:
-            scores: dict[str, float] = {}
-
-            def scores_of(recs: list[dict]) -> list[float]:
-                scores.update({row["id"]: row["probs"][1] for row in self.rows(recs, progress=False)})
-                return [scores[r["id"]] for r in recs]
-
             chosen = resolve_threshold(None, stored, val, scores_of)
+        if not self.kind.token_probs:
             self.thresholds_by = self._group_thresholds(val, scores, scores_of,
                                                         getattr(config, "decision_thresholds_by", None))
         self.threshold, self.threshold_source = chosen.value, chosen.source
@@ -157,7 +164,7 @@ class AnnotatorPredictor:
             return stored or None
         if len(scores) < len(val):
             scores_of(val)
-        values = choose_group_thresholds(val, scores, path)
+        values = choose_group_thresholds(val, scores, path, self.inference.threshold_for)
         return {"field": path, "values": values} if values else None
 
     def _span_threshold(self, records: list[dict]) -> float:
@@ -167,12 +174,17 @@ class AnnotatorPredictor:
 
     def rows(self, records: list[dict], progress: bool | None = None, on_result: Write | None = None) -> list[dict]:
         """One row per record, in record order, on every process (each predicts its share)."""
-        if self.task.evidence_sentences:
-            return self._sentence_rows(records, progress, on_result)
         if self.thresholds_by:
             path = self.thresholds_by["field"]
             self._group_of.update({r["id"]: str(field_value(r, path)) for r in records})
+        if self.task.evidence_sentences:
+            return self._sentence_rows(records, progress, on_result)
         return self._predicted(records, progress, lambda row: self._stamp(row, on_result))
+
+    def _threshold_of(self, record_id: str) -> float | None:
+        """The decision threshold of a record: its group's (`eval.threshold_by`), else the overall one."""
+        by = (self.thresholds_by or {}).get("values") or {}
+        return by.get(self._group_of.get(record_id), self.threshold)
 
     @property
     def _vllm(self) -> bool:
@@ -198,8 +210,7 @@ class AnnotatorPredictor:
         if "output" in row and self.task.template == CONSISTENCY:    # its "Yes" means faithful: read here
             row["label"] = parse_consistency_answer(row["output"])
         if self.threshold is not None and "probs" in row:
-            by = (self.thresholds_by or {}).get("values") or {}
-            row["threshold"] = by.get(self._group_of.get(row["id"]), self.threshold)
+            row["threshold"] = self._threshold_of(row["id"])
         if "token_probs" in row:      # a span annotator: its spans at the decision threshold
             row["spans"] = flagged_spans(row["token_probs"], row.get("threshold", DEFAULT))
         if on_result is not None:
@@ -219,7 +230,7 @@ class AnnotatorPredictor:
             parts = sentences[r["id"]]
             row = aggregate(r["id"], [by_id[e["id"]] for e in parts], [e["response"] for e in parts])
             row["spans"] = [[parts[i]["meta"]["start"], parts[i]["meta"]["end"]]
-                            for i in flagged_sentences(row, self.threshold)]
+                            for i in flagged_sentences(row, self._threshold_of(r["id"]))]
             self._stamp(row, on_result)
             rows.append(row)
         return rows

@@ -37,17 +37,29 @@ def flagged_spans(token_probs: list[list], threshold: float) -> list[list[int]]:
     return spans
 
 
-def choose_threshold(gold: list[int], p_hallucinated: list[float]) -> float:
-    """The threshold t with the best balanced accuracy; ties go to the one closest to 0.5.
-    Candidates lie midway between sorted distinct scores."""
+OBJECTIVES = ("balanced_accuracy", "f1")     # eval.threshold_for: what a chosen threshold maximises
+
+
+def _f1(gold: list[int], pred: list[int]) -> float:
+    tp = sum(g == 1 and p == 1 for g, p in zip(gold, pred))
+    flagged, positives = sum(pred), sum(gold)
+    return 2 * tp / (flagged + positives) if flagged + positives else 0.0
+
+
+def choose_threshold(gold: list[int], p_hallucinated: list[float], objective: str = "balanced_accuracy") -> float:
+    """The threshold t with the best balanced accuracy (or F1 of the hallucinated class); ties go to
+    the one closest to 0.5. Candidates lie midway between sorted distinct scores."""
     if not gold or len(set(gold)) < 2:
         raise ValueError(f"choosing a threshold needs both classes in the validation split, found {set(gold)}")
+    if objective not in OBJECTIVES:
+        raise ValueError(f"eval.threshold_for={objective!r}: expected one of {list(OBJECTIVES)}")
     scores = sorted(set(p_hallucinated))
     candidates = [DEFAULT] + [(a + b) / 2 for a, b in zip(scores, scores[1:])] + [scores[0], scores[-1] + 1e-9]
 
     def quality(t: float) -> tuple[float, float]:
-        acc = binary_scores(gold, [is_hallucinated(p, t) for p in p_hallucinated])["acc"]
-        return acc, -abs(t - DEFAULT)
+        pred = [is_hallucinated(p, t) for p in p_hallucinated]
+        value = binary_scores(gold, pred)["acc"] if objective == "balanced_accuracy" else _f1(gold, pred)
+        return value, -abs(t - DEFAULT)
 
     return max(candidates, key=quality)
 
@@ -113,14 +125,15 @@ def field_value(rec: dict, path: str):
     return value
 
 
-def choose_group_thresholds(records: list[dict], scores: dict[str, float], path: str) -> dict[str, float]:
-    """A balanced-accuracy threshold per value of `path` among the validation records, for each value
+def choose_group_thresholds(records: list[dict], scores: dict[str, float], path: str,
+                            objective: str = "balanced_accuracy") -> dict[str, float]:
+    """A threshold per value of `path` among the validation records (best `objective`), for each value
     with at least MIN_GROUP records of both classes; the others keep the overall threshold."""
     groups: dict[str, list[dict]] = {}
     for rec in records:
         value = field_value(rec, path)
         if value is not None:
             groups.setdefault(str(value), []).append(rec)
-    return {g: choose_threshold([r["label"] for r in recs], [scores[r["id"]] for r in recs])
+    return {g: choose_threshold([r["label"] for r in recs], [scores[r["id"]] for r in recs], objective)
             for g, recs in sorted(groups.items())
             if len(recs) >= MIN_GROUP and len({r["label"] for r in recs}) == 2}

@@ -4,8 +4,10 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from data_builders.schema import write_jsonl
-from eval.thresholds import MIN_GROUP, choose_group_thresholds, field_value
+from eval.thresholds import MIN_GROUP, choose_group_thresholds, choose_threshold, field_value
 from models.builders import resolve_model_path
 from tests.conftest import REPO
 
@@ -91,3 +93,46 @@ def test_eval_run_stamps_rows_with_the_group_thresholds_stored_in_the_model(tmp_
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(x) for x in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()]
     assert {(_group(r), r["threshold"]) for r in rows} == {("QA", 0.2), ("Data2txt", 0.8), ("Summary", 0.6)}
+
+
+def test_a_threshold_for_f1_flags_more_than_one_for_balanced_accuracy_where_most_are_hallucinated():
+    """Eight hallucinated and two faithful records: F1 of the hallucinated class is best when every
+    record is flagged (0.889), balanced accuracy (0.5 there) when the two faithful ones are spared."""
+    gold = [1] * 8 + [0] * 2
+    scores = [0.1, 0.2, 0.3, 0.4, 0.7, 0.8, 0.9, 0.95, 0.5, 0.6]
+    assert choose_threshold(gold, scores, "f1") <= 0.1
+    assert 0.6 < choose_threshold(gold, scores) <= 0.7
+    with pytest.raises(ValueError, match="eval.threshold_for='recall': expected one of"):
+        choose_threshold(gold, scores, "recall")
+
+
+@pytest.mark.parametrize("objective", ["balanced_accuracy", "f1"])
+def test_a_sentence_level_annotator_gets_group_thresholds_on_its_records_worst_sentences(objective):
+    """Sentence by sentence, a record scores its worst sentence; eval.threshold_by chooses a threshold
+    per task type on those record scores (for eval.threshold_for), and a row's flagged sentences are
+    the ones at or over its group's threshold."""
+    from hydra import compose, initialize_config_dir
+
+    from configs.schema import typed
+    from eval.predictors import AnnotatorPredictor
+
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
+        cfg = typed(compose("sft", overrides=["+exp=ragtruth_sentence_demo", "eval.threshold_by=meta.task_type",
+                                              f"eval.threshold_for={objective}"]))
+    splits = _splits()
+    predictor = AnnotatorPredictor.from_config(cfg)
+    predictor.progress = False
+    predictor.prepare(splits)
+    val_rows = predictor.rows(splits["val"])
+    val_scores = {row["id"]: row["probs"][1] for row in val_rows}
+    expected = choose_group_thresholds(splits["val"], val_scores, "meta.task_type", objective)
+    assert predictor.thresholds_by == {"field": "meta.task_type", "values": expected} and set(expected) == {
+        "QA", "Data2txt"}
+    if objective == "f1":
+        assert predictor.threshold == choose_threshold([r["label"] for r in splits["val"]],
+                                                       [val_scores[r["id"]] for r in splits["val"]], "f1")
+        assert predictor.threshold_source.endswith("for F1")
+    for row in predictor.rows(splits["test"]):
+        threshold = expected.get(_group(row), predictor.threshold)
+        assert row["threshold"] == threshold
+        assert bool(row["spans"]) == (row["probs"][1] >= threshold)
