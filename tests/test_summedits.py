@@ -114,3 +114,10 @@ def test_leave_one_domain_out_trains_and_scores_every_domain_once(tmp_path):
         trained = {r["meta"]["domain"] for r in read_jsonl(tmp_path / "run" / "folds" / f"fold_{i}" / "train.jsonl")}
         assert len(tested) == 1 and not tested & trained
     assert "| SummaCConv |" in (tmp_path / "run" / "eval" / "report.md").read_text()
+    decoder = torchrun(1, ["+exp=summedits_smollm2", "model.name_or_path=embedded:qwen3-tiny", "deepspeed=none",
+                           f"data.root={tmp_path / 'data'}", "data.folds=3", "data.fold_val_fraction=0.5",
+                           "trainer.progress=false", f"output_dir={tmp_path / 'decoder'}", "optim.micro_batch_size=2",
+                           "curriculum.stages=[{name: pairs, bucket: all, max_seq_len: 1024, max_steps: 1}]"])
+    _ok(decoder)       # the GPU experiment's recipe (SummEdits' question, a binary head, one domain out) on CPU
+    by_domain = json.loads((tmp_path / "decoder" / "eval" / "metrics.json").read_text())["by_domain"]
+    assert {d: m["n"] for d, m in by_domain.items()} == {"news": 8, "samsum": 8, "scitldr": 8}
