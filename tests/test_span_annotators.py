@@ -16,11 +16,12 @@ from eval.annotate import Annotator
 from eval.scorers.spans import chars
 from eval.thresholds import flagged_spans
 from models.builders import load_tokenizer, resolve_model_path
+from models.export_spec import AnnotatorSpec
 from tests.conftest import REPO, shared_data, torchrun
 from tests.snippets import card_snippet
 from tests.test_cross_validation import _records
 from tests.test_trainer_e2e import SMALL, _ok
-from tests.tolerance import SCORE_ATOL
+from tests.tolerance import SCORE_ATOL, assert_same_annotations
 
 
 @pytest.fixture(scope="module")
@@ -165,6 +166,7 @@ def test_minilm_span_annotator_trains_evaluates_exports_and_annotates(tmp_path):
     annotator = Annotator.load(hf)
     _predict_agrees_with_the_command(annotator, rows, out)
     _the_cards_snippet_agrees_with_the_annotator(hf, annotator, rows)
+    _batches_of_1_7_and_32_agree(hf)
 
 
 def _the_cards_snippet_agrees_with_the_annotator(export, annotator, rows: list[dict]) -> None:
@@ -179,6 +181,17 @@ def _the_cards_snippet_agrees_with_the_annotator(export, annotator, rows: list[d
         assert max(abs(p - t["prob"]) for (_, _, p), t in zip(ran["tokens"], tokens)) <= SCORE_ATOL
         if all(abs(t["prob"] - annotator.spec.threshold) > SCORE_ATOL for t in tokens):
             assert ran["spans"] == flagged_spans([[t["start"], t["end"], t["pred"]] for t in tokens], 0.5)
+
+
+def _batches_of_1_7_and_32_agree(export) -> None:
+    """35 rows annotated in batches of 1, 7 and 32 pairs: the same labels and spans, scores within
+    the tolerance contract (padding a pair beside longer ones must not move its tokens' probabilities)."""
+    records = _records()
+    rows = [{"id": f"{records[k % 20]['id']}#{k}", "source": records[k % 20]["source"],
+             "response": records[k % 20]["response"]} for k in range(35)]
+    outputs = [Annotator.load(export, batch_size=b, batch_tokens=10_000_000).annotate_rows(rows) for b in (1, 7, 32)]
+    for other in outputs[1:]:
+        assert_same_annotations(outputs[0], other, AnnotatorSpec.load(export).threshold)
 
 
 def _passages(source: str) -> list[str]:
