@@ -43,6 +43,8 @@ from eval.scoring import scorer
 from eval.thresholds import DEFAULT, is_hallucinated
 from models.export_spec import AnnotatorSpec
 
+OUTPUT_FORMATS = ("spans", "tokens")       # what Annotator.predict returns
+
 
 @dataclass
 class Annotator:
@@ -73,15 +75,15 @@ class Annotator:
         `type` where the annotator names one), as in `annotate`'s row; "tokens": every answer token
         `{start, end, token, prob, pred}` with the head's hallucination probability, from a span
         (token) head only: a sentence- or response-level annotator has no per-token probability."""
-        if output_format not in ("spans", "tokens"):
-            raise ValueError(f"output_format={output_format!r}: expected 'spans' or 'tokens'")
+        if output_format not in OUTPUT_FORMATS:
+            raise ValueError(f"output_format={output_format!r}: expected one of {list(OUTPUT_FORMATS)}")
         if output_format == "tokens" and not self.predictor.kind.token_probs:
             raise ValueError(f"output_format='tokens' needs a span (token) head; this annotator is "
                              f"task.kind={self.spec.kind!r}: use output_format='spans'")
         documents = [context] if isinstance(context, str) else list(context)
         row = {"documents": documents, "response": answer, **({"question": question} if question else {})}
         (rec, pred), = self._predicted(self._records([row]))
-        if output_format == "spans":
+        if output_format != "tokens":
             return self.output_row(rec, pred)["spans"]
         threshold = pred.get("threshold", DEFAULT)
         return [{"start": a, "end": b, "token": answer[a:b], "prob": p, "pred": int(is_hallucinated(p, threshold))}

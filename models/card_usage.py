@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from models.kinds import kind_of
+
 # The first lines of every snippet; a test replaces the quoted placeholders by real values.
 INPUTS = ('export = "THIS_DIR"  # this directory\n'
           'source = "SOURCE"  # retrieved passages: their texts joined by "\\n"\n'
@@ -29,15 +31,15 @@ def has_chat_template(directory: str | Path) -> bool:
 
 def usage_snippet(spec, directory: str | Path) -> str:
     """Python code for the card (the spec is an `AnnotatorSpec`)."""
-    threshold = spec.threshold if spec.threshold is not None else 0.5
+    threshold, kind = (spec.threshold if spec.threshold is not None else 0.5), kind_of(spec)
     if spec.evidence_sentences:
         return _sentence_level(spec)
     if not has_chat_template(directory):
-        return _encoder_spans(threshold) if spec.kind == "spans" else _encoder_binary(threshold)
-    if spec.kind == "discriminative" and spec.head == "binary":
-        return _decoder_binary(spec, threshold)
-    if spec.kind == "generative":
+        return _encoder_spans(threshold) if kind.token_probs else _encoder_binary(threshold)
+    if kind.generates:
         return _decoder_generative(spec)
+    if kind.thresholded(spec) and not kind.token_probs:      # a binary head on the last prompt token
+        return _decoder_binary(spec, threshold)
     return _sentence_level(spec)
 
 
