@@ -225,6 +225,11 @@ class GroundingConfig:
     unit: EvidenceUnit = EvidenceUnit.sentence   # sentence | clause: what is judged and marked as a span
     embedder: str | None = None        # minilm | embedded:e5-small | a sentence-transformers directory: adds each
                                        # unit's cosine similarity to its closest source sentences (default: none)
+    lm: str | None = None              # embedded:smollm2-135m | a local causal-LM directory: adds each unit's token
+                                       # log-probabilities given the source and their gain over none (default: none)
+    lm_source_tokens: int = 2048       # the LM reads the source's first this many tokens
+    lm_cache_dir: str | None = None    # the token log-probabilities on disk (a run continues from them);
+                                       # None: the user's cache
     threshold: float | None = None     # the response's; default: chosen on validation for balanced accuracy
     span_threshold: float | None = None   # a sentence's; default: chosen on validation for character F1
 

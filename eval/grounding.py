@@ -7,7 +7,9 @@ source never uses, how many of those are numbers and capitalised words, the shar
 the source lacks, its length and place. Beside them, the record's context: how many sentences, the
 whole response's unsupported share, the source's length, the task type. A sentence model (label: the
 sentence overlaps a gold span) marks spans; a response model (the sentences' features, their maximum
-and mean) decides the response. Thresholds are chosen on the validation split: the response's for
+and mean) decides the response. With `eval.grounding.embedder` each sentence also gets its similarity to
+the closest source sentences; with `eval.grounding.lm` what a causal LM expects of its tokens with and
+without the source (eval/lm_evidence.py). Thresholds are chosen on the validation split: the response's for
 balanced accuracy, the spans' for character F1 (`eval/thresholds.py`). Words are Latin-script words,
 numbers, and single CJK characters, so Chinese and Japanese are read character by character.
 """
@@ -21,8 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
+from configs.schema import GroundingConfig
 from data_builders.progress import progress
 from data_builders.sentences import sentence_spans, unit_spans
+from eval.lm_evidence import LM_FEATURES, lm_reader
 
 CJK = "\u3040-\u30ff\u3400-\u9fff"
 WORD = re.compile(rf"[^\W\d_{CJK}]+|\d+(?:[.,:]\d+)*|[{CJK}]")
@@ -38,8 +42,8 @@ SOURCE_UNIT_CHARS, SOURCE_UNITS = 400, 200     # source pieces the embedder comp
 _READ: dict[tuple, tuple] = {}                  # a record's features, computed once per process (folds reuse them)
 
 
-def sentence_features(embedder: str | None) -> tuple[str, ...]:
-    return SENTENCE_FEATURES + (SEMANTIC_FEATURES if embedder else ())
+def sentence_features(config: GroundingConfig) -> tuple[str, ...]:
+    return SENTENCE_FEATURES + (SEMANTIC_FEATURES if config.embedder else ()) + (LM_FEATURES if config.lm else ())
 
 
 def task_type(rec: dict) -> str:
@@ -73,26 +77,35 @@ def _sentence_features(response: str, span: tuple[int, int], index: int, count: 
             index / count, float(index == 0)]
 
 
-def sentences(rec: dict, embedder: str | None = None, unit: str = "sentence") -> tuple[list[Sentence], list[float]]:
-    """The response's sentences with their features, and the record's context features; with an embedder
-    (`minilm`, an embedded encoder such as `embedded:e5-small`, or a sentence-transformers directory) each
-    sentence also gets its highest and its top-3 mean cosine similarity to the source's sentences."""
-    key = (rec.get("id"), hash(rec["source"]), hash(rec["response"]), embedder, unit)
+WORDS_ONLY = GroundingConfig()
+
+
+def sentences(rec: dict, config: GroundingConfig = WORDS_ONLY) -> tuple[list[Sentence], list[float]]:
+    """The response's units (`config.unit`) with their features, and the record's context features; with
+    an embedder (`minilm`, an embedded encoder such as `embedded:e5-small`, or a sentence-transformers
+    directory) each unit also gets its highest and its top-3 mean cosine similarity to the source's
+    sentences, with an LM its tokens' log-probabilities with and without the source."""
+    key = (rec.get("id"), hash(rec["source"]), hash(rec["response"]), config.embedder, str(config.unit),
+           config.lm, config.lm_source_tokens)
     if key not in _READ:
-        _READ[key] = _sentences(rec, embedder, unit)
+        _READ[key] = _sentences(rec, config)
     return _READ[key]
 
 
-def _sentences(rec: dict, embedder: str | None, unit: str) -> tuple[list[Sentence], list[float]]:
+def _sentences(rec: dict, config: GroundingConfig) -> tuple[list[Sentence], list[float]]:
     source, response = rec["source"], rec["response"]
     source_words = _words(source)
     vocabulary, bigrams = set(source_words), set(zip(source_words, source_words[1:]))
-    spans = unit_spans(response, rec.get("language", "en"), unit) or [(0, len(response))]
+    spans = unit_spans(response, rec.get("language", "en"), str(config.unit)) or [(0, len(response))]
     out = [Sentence(s, _sentence_features(response, s, i, len(spans), vocabulary, bigrams))
            for i, s in enumerate(spans)]
-    if embedder:
-        for sentence, similar in zip(out, _similarities(rec, [s.span for s in out], embedder)):
+    if config.embedder:
+        for sentence, similar in zip(out, _similarities(rec, [s.span for s in out], config.embedder)):
             sentence.features += similar
+    if config.lm:
+        evidence = lm_reader(config.lm, config.lm_source_tokens, config.lm_cache_dir).read(rec)
+        for sentence in out:
+            sentence.features += evidence.unit_features(sentence.span)
     content = _content(_words(response))
     context = [math.log(len(spans)), sum(w not in vocabulary for w in content) / max(1, len(content)),
                math.log1p(len(source))]
@@ -148,8 +161,7 @@ class Linear:
 @dataclass
 class GroundingModel:
     task_types: list[str]
-    embedder: str | None = None      # the sentence-embedding model of the similarity features, if any
-    unit: str = "sentence"           # sentence | clause (data_builders/sentences.py): what is judged and marked
+    config: GroundingConfig          # what a unit is (sentence | clause) and what reads it (embedder, lm)
     sentence: Linear | None = None   # None: the training records have no gold spans, so nothing marks spans
     response: Linear | None = None   # None: every training record is hallucinated (UHGEval): spans decide
     threshold: float = 0.5           # response: hallucinated when its probability reaches it
@@ -160,7 +172,7 @@ class GroundingModel:
 
     def sentence_matrix(self, rec: dict) -> tuple[list[Sentence], np.ndarray, np.ndarray]:
         """The units, their sentence-model rows, and the record's response-model row."""
-        found, context = sentences(rec, self.embedder, self.unit)
+        found, context = sentences(rec, self.config)
         rows = np.array([s.features + context + self._task(rec) for s in found], dtype=float)
         own = np.array([s.features for s in found], dtype=float)
         return found, rows, np.concatenate([own.max(0), own.mean(0), context, self._task(rec)])
@@ -190,12 +202,13 @@ class GroundingModel:
 
     def save(self, path: Path, provenance: dict) -> None:
         """The model as JSON: thresholds with where they came from, and each weight beside its feature."""
-        own = sentence_features(self.embedder)
+        own = sentence_features(self.config)
         names = {"sentence": [*own, *CONTEXT_FEATURES, *self.task_types],
                  "response": [*(f"max_{f}" for f in own), *(f"mean_{f}" for f in own), *CONTEXT_FEATURES,
                               *self.task_types]}
         body = {"threshold": self.threshold, "span_threshold": self.span_threshold, **provenance,
-                "task_types": self.task_types, "embedder": self.embedder, "unit": self.unit,
+                "task_types": self.task_types, "embedder": self.config.embedder, "unit": str(self.config.unit),
+                "lm": self.config.lm, "lm_source_tokens": self.config.lm_source_tokens,
                 **{part: {**vars(getattr(self, part)), "features": names[part]} if getattr(self, part) else None
                    for part in names}}
         path.write_text(json.dumps(body, indent=1, ensure_ascii=False), encoding="utf-8")
@@ -205,21 +218,22 @@ class GroundingError(ValueError):
     pass
 
 
-def fit(train: list[dict], c: float = 1.0, embedder: str | None = None, unit: str = "sentence") -> GroundingModel:
+def fit(train: list[dict], config: GroundingConfig = WORDS_ONLY) -> GroundingModel:
     """The regressions the training records allow (thresholds 0.5 until chosen on validation): the unit
     model where some training unit overlaps a gold span, the response model where both labels occur."""
-    model = GroundingModel(sorted({task_type(r) for r in train}), embedder, unit)
+    model = GroundingModel(sorted({task_type(r) for r in train}), config)
     unit_x, unit_y, response_x = [], [], []
-    for rec in progress(train, desc="grounding features (train)", disable=embedder is None):
+    words_only = config.embedder is None and config.lm is None      # fast: no progress lines
+    for rec in progress(train, desc="grounding features (train)", disable=words_only):
         found, rows, response_row = model.sentence_matrix(rec)
         unit_x.append(rows)
         unit_y += gold_sentence_labels(rec, found) if rec["label"] else [0] * len(found)
         response_x.append(response_row)
     labels = [int(r["label"]) for r in train]
     if len(set(unit_y)) == 2:           # else no gold spans (SummEdits, say): no spans marked
-        model.sentence = Linear.fit(np.concatenate(unit_x), np.array(unit_y), c)
+        model.sentence = Linear.fit(np.concatenate(unit_x), np.array(unit_y), config.c)
     if len(set(labels)) == 2:           # else every record hallucinated (UHGEval): its spans decide
-        model.response = Linear.fit(np.array(response_x), np.array(labels), c)
+        model.response = Linear.fit(np.array(response_x), np.array(labels), config.c)
     if model.sentence is None and model.response is None:
         raise GroundingError(f"eval.method=grounding fits on the train split: it needs hallucinated and faithful "
                              f"records there, or gold spans; found labels {sorted(set(labels))} in {len(train)} "

@@ -379,9 +379,9 @@ class GroundingPredictor:
         from eval.grounding import fit
 
         g, train = self.grounding, train_split(splits, self.data_root, "eval.method=grounding")
-        if g.embedder:
-            print(f"grounding: embedding the sentences of {len(train)} train records with {g.embedder}", flush=True)
-        model = fit(train, g.c, g.embedder, str(g.unit))
+        for reader in filter(None, (g.embedder, g.lm)):
+            print(f"grounding: reading the units of {len(train)} train records with {reader}", flush=True)
+        model = fit(train, g)
         val = self.inference.validation(splits)
         scored = {r["id"]: model.scores(r) for r in val}
         response = (resolve_threshold(g.threshold, None, val, lambda recs: [scored[r["id"]][0] for r in recs],

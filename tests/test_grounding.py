@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from configs.choices import EvidenceUnit
+from configs.schema import GroundingConfig
 from eval.grounding import (
     SENTENCE_FEATURES,
     GroundingError,
@@ -49,8 +51,9 @@ def test_chinese_is_read_character_by_character():
 def test_with_an_embedder_a_sentence_the_source_says_is_closest_to_it():
     rec = {"id": "e", "source": "The museum opened in 2001. It holds 40 paintings by Monet. Tickets cost ten euros.",
            "response": "It holds 40 paintings by Monet. The chef grilled fresh fish by the harbour.", "language": "en"}
-    found, _ = sentences(rec, "minilm")
-    names = sentence_features("minilm")
+    config = GroundingConfig(embedder="minilm")
+    found, _ = sentences(rec, config)
+    names = sentence_features(config)
     said, unrelated = (dict(zip(names, s.features)) for s in found)
     assert said["max_similarity"] == pytest.approx(1.0, abs=1e-3) and unrelated["max_similarity"] < 0.5
     assert said["top3_similarity"] < said["max_similarity"]
@@ -110,7 +113,7 @@ def test_without_gold_spans_it_decides_responses_and_marks_no_spans():
 
 def test_when_every_training_record_is_hallucinated_the_marked_spans_decide():
     """UHGEval: every continuation is hallucinated somewhere; only the units can be learnt."""
-    model = fit([r for r in synthetic(120, 0) if r["label"]], unit="clause")
+    model = fit([r for r in synthetic(120, 0) if r["label"]], GroundingConfig(unit=EvidenceUnit.clause))
     rows = [(model.predict(r), r) for r in synthetic(40, 1)]
     assert model.response is None and all(row["label"] == int(bool(row["spans"])) for row, _ in rows)
     assert sum(row["label"] == r["label"] for row, r in rows) >= 32
@@ -121,18 +124,24 @@ def test_one_class_in_the_train_split_is_refused():
         fit([r for r in synthetic(20, 0) if r["label"] == 0])
 
 
-def _run(*overrides) -> subprocess.CompletedProcess:
+def _run(*overrides, timeout: int = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "eval/run.py", *overrides], capture_output=True, text=True, cwd=REPO,
-                          timeout=300)
+                          timeout=timeout)
+
+
+def cross_validate(tmp_path, records: list[dict], *overrides, timeout: int = 300) -> subprocess.CompletedProcess:
+    """`eval/run.py +exp=ragtruth_grounding` (3 folds) on `records`, into tmp_path/run."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return _run("+exp=ragtruth_grounding", f"data.root={data}", f"output_dir={tmp_path / 'run'}", *overrides,
+                timeout=timeout)
 
 
 def test_eval_run_cross_validates_it_in_one_launch(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
     records = synthetic(240, 0)
-    (data / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     out = tmp_path / "run"
-    done = _run("+exp=ragtruth_grounding", f"data.root={data}", f"output_dir={out}")
+    done = cross_validate(tmp_path, records)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     predicted = [json.loads(line)["id"] for i in range(3)
                  for line in (out / f"fold_{i}" / "eval" / "predictions.jsonl").read_text().splitlines()]
