@@ -171,9 +171,16 @@ def _done(output: Path, rows: list[tuple[int, dict]], input_path: Path) -> int:
     return len(written)
 
 
-def annotate_file(cfg: AnnotateConfig) -> tuple[int, int]:
-    """Annotate `cfg.input` into `cfg.output`, continuing after the rows already there; returns
-    (rows written now, rows in all).
+@dataclass
+class Annotated:
+    written_now: int
+    rows: list[dict]              # the input rows, in order
+    outputs: list[dict]           # the output file's rows, one per input row
+    threshold: float | None       # the annotator's response threshold
+
+
+def annotate_file(cfg: AnnotateConfig) -> Annotated:
+    """Annotate `cfg.input` into `cfg.output`, continuing after the rows already there.
 
     Rows are predicted in chunks of `rows_per_write` counted from the first input row, and a
     continuation predicts the chunk it was cut in again from that chunk's first row: every row is
@@ -204,13 +211,13 @@ def annotate_file(cfg: AnnotateConfig) -> tuple[int, int]:
             f.flush()
             done += len(fresh)
             bar.update(len(fresh))
-    check_output(rows, output)
-    return len(rows) - written_before, len(rows)
+    outputs = check_output(rows, output)
+    return Annotated(len(rows) - written_before, [row for _, row in rows], outputs, annotator.spec.threshold)
 
 
-def check_output(rows: list[tuple[int, dict]], output: Path) -> None:
-    """The contract of the output file: one row per input row, in input order, and every span
-    `[start, end)` indexing its response (`text` is what it covers)."""
+def check_output(rows: list[tuple[int, dict]], output: Path) -> list[dict]:
+    """The output file's rows, held to its contract: one row per input row, in input order, and every
+    span `[start, end)` indexing its response (`text` is what it covers)."""
     written = read_jsonl(output)
     if len(written) != len(rows):
         raise RuntimeError(f"{output}: {len(written)} rows for {len(rows)} input rows")
@@ -220,18 +227,18 @@ def check_output(rows: list[tuple[int, dict]], output: Path) -> None:
         for span in out["spans"]:
             if row["response"][span["start"]:span["end"]] != span["text"]:
                 raise RuntimeError(f"{output}:{k + 1}: span {span} does not index the response")
+    return written
 
 
 @hydra.main(config_path="../configs/annotate", config_name="annotate", version_base="1.3")
 @reports_user_errors("eval.annotate")
 def main(composed: DictConfig) -> None:
     cfg = typed(composed)
-    written, total = annotate_file(cfg)
-    print(f"{cfg.output}: {written} rows annotated now, {total} in all; one row per input row, every span "
-          "indexes its response")
+    done = annotate_file(cfg)
+    print(f"{cfg.output}: {done.written_now} rows annotated now, {len(done.rows)} in all; one row per input row, "
+          "every span indexes its response")
     output = Path(cfg.output)
-    summary = write_summary(output, [row for _, row in read_rows(Path(cfg.input))], read_jsonl(output),
-                            AnnotatorSpec.load(cfg.model).threshold)
+    summary = write_summary(output, done.rows, done.outputs, done.threshold)
     print(f"\n{summary}\n(written to {output.name}.summary.md)")
 
 

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from eval.plots import score_histogram
+from eval.thresholds import field_value
 
 NOT_COLUMNS = {"id", "source", "documents", "response", "question", "label", "spans", "meta"}
 MAX_GROUPS = 30           # a column with more distinct values (an id, a free text) is not a grouping
@@ -35,7 +36,7 @@ def group_columns(rows: list[dict]) -> list[str]:
 
 
 def column_value(row: dict, name: str):
-    value = (row.get("meta") or {}).get(name[5:]) if name.startswith("meta.") else row.get(name)
+    value = field_value(row, name)
     return "(none)" if value is None else value
 
 
