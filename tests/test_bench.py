@@ -42,3 +42,14 @@ def test_bench_sp_at_2k(tmp_path):
 def test_bench_loss_at_4k():
     done = _run(["train.tools.bench_loss", "--length", "4096", "--labelled", "512", "--chunk", "128"], timeout=600)
     assert "| loss peak RSS growth at 4k, 512 labelled positions" in done.stdout
+
+
+@pytest.mark.slow
+def test_bench_throughput_of_another_model_at_512_and_2k(tmp_path):
+    out = tmp_path / "bench_model.json"
+    done = _run(["train.tools.bench", "--model", "embedded:qwen3-tiny", "--steps", "3", "--out", str(out)],
+                timeout=600)
+    result = json.loads(out.read_text())
+    assert result["model"] == "embedded:qwen3-tiny" and set(result["throughput"]) == {"s512", "s2k"}
+    assert all(s["ours_tokens_per_s"] > 0 and s["steps"] >= 2 for s in result["throughput"].values())
+    assert "| training tokens/s at 512 (embedded:qwen3-tiny): ours / plain loop |" in done.stdout
