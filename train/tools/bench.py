@@ -1,7 +1,7 @@
 """One benchmark command for the embedded tiny model on this machine's CPU.
 
     python -m train.tools.bench [--out bench.json] [--quick]
-    python -m train.tools.bench --model embedded:smollm2-135m [--steps 4]    # throughput only, at 3k
+    python -m train.tools.bench --model embedded:smollm2-135m [--steps 4]    # throughput only, S bucket (up to 6k)
 
 Prints a table and writes JSON with: training throughput of our trainer against a plain
 PyTorch loop (same model, data, batch 1, fp32) at 2k and 16k; the padded fraction of S-bucket
@@ -52,7 +52,7 @@ def _median_after_warmup(rows: list[dict], key: str, stage: str) -> float:
 
 
 TINY_LENGTHS = (2048, 16384)        # the tiny model's throughput stages; a real model's: REAL_LENGTHS
-REAL_LENGTHS = (3072,)              # never truncated: the S bucket (1.6k-2k tiny-Qwen3 tokens) in a real tokenizer
+REAL_LENGTHS = (6144,)              # never truncated: the S bucket, 4.5k-5.5k tokens in SmolLM2's tokenizer
 
 
 def _stage_name(length: int) -> str:
@@ -65,7 +65,7 @@ def _step_counts(steps: int, long_steps: int, lengths: tuple[int, ...]) -> tuple
 
 def _stages(steps: int, long_steps: int, lengths: tuple[int, ...] = TINY_LENGTHS) -> str:
     return ("curriculum.stages=[" + ",".join(
-        f"{{name: {_stage_name(n)}, bucket: {'S' if n <= 4096 else 'M'}, max_seq_len: {n}, max_steps: {k}}}"
+        f"{{name: {_stage_name(n)}, bucket: {'S' if n <= 8192 else 'M'}, max_seq_len: {n}, max_steps: {k}}}"
         for n, k in zip(lengths, _step_counts(steps, long_steps, lengths))) + "]")
 
 
@@ -415,8 +415,9 @@ def main() -> None:
     parser.add_argument("--out", default="bench.json")
     parser.add_argument("--quick", action="store_true", help="fewer steps, no sequence-parallel section")
     parser.add_argument("--model", help="only the throughput section, for this model (embedded:smollm2-135m or a "
-                                        "local directory), on the S bucket at up to 3k tokens")
-    parser.add_argument("--steps", type=int, default=4, help="with --model: steps measured (the first is warm-up)")
+                                        "local directory), on the S bucket at up to 6k tokens")
+    parser.add_argument("--steps", type=int, default=4,
+                        help="with --model: steps (the first is warm-up; a SmolLM2 step takes about a minute)")
     args = parser.parse_args()
     result = run_model(args.model, args.steps) if args.model else run(args.quick)
     Path(args.out).write_text(json.dumps(result, indent=2))
