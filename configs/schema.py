@@ -123,6 +123,8 @@ class DataConfig:
     fold_by: str = "source"               # what a fold's test part holds whole: "source", or a meta field such as
                                           # "domain" (data.folds = the number of domains: leave one domain out)
     synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)   # data.folds: twins of each training part
+    fold_extra_train: list[str] = field(default_factory=list)   # data.folds: records directories whose every record
+                                          # joins each fold's training part (another benchmark), never val or test
 
 
 @dataclass
@@ -230,7 +232,7 @@ class GroundingConfig:
     lm_source_tokens: int = 2048       # the LM reads the source's first this many tokens
     lm_cache_dir: str | None = None    # the token log-probabilities on disk (a run continues from them);
                                        # None: the user's cache
-    threshold: float | None = None     # the response's; default: chosen on validation for balanced accuracy
+    threshold: float | None = None     # the response's; default: chosen on validation for eval.threshold_for
     span_threshold: float | None = None   # a sentence's; default: chosen on validation for character F1
 
 

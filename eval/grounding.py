@@ -166,6 +166,16 @@ class GroundingModel:
     response: Linear | None = None   # None: every training record is hallucinated (UHGEval): spans decide
     threshold: float = 0.5           # response: hallucinated when its probability reaches it
     span_threshold: float = 0.5      # a unit of a hallucinated response is marked when its probability reaches it
+    thresholds_by: dict | None = None    # {"field": a record path, "values": {value: threshold}} (eval.threshold_by)
+
+    def threshold_of(self, rec: dict) -> float:
+        """The response threshold of a record: its group's (`eval.threshold_by`), else the overall one."""
+        if not self.thresholds_by:
+            return self.threshold
+        from eval.thresholds import field_value
+
+        value = field_value(rec, self.thresholds_by["field"])
+        return self.thresholds_by["values"].get(str(value), self.threshold)
 
     def _task(self, rec: dict) -> list[float]:
         return [float(task_type(rec) == t) for t in self.task_types]
@@ -195,9 +205,9 @@ class GroundingModel:
             spans = flagged_spans(per_unit, self.span_threshold)
             label = int(bool(spans))
         else:
-            label = is_hallucinated(score, self.threshold)
+            label = is_hallucinated(score, self.threshold_of(rec))
             spans = flagged_spans(per_unit, self.span_threshold) if label else []
-        return {"id": rec["id"], "label": label, "score": score, "threshold": self.threshold, "spans": spans,
+        return {"id": rec["id"], "label": label, "score": score, "threshold": self.threshold_of(rec), "spans": spans,
                 "per_unit": per_unit}
 
     def save(self, path: Path, provenance: dict) -> None:
@@ -206,7 +216,8 @@ class GroundingModel:
         names = {"sentence": [*own, *CONTEXT_FEATURES, *self.task_types],
                  "response": [*(f"max_{f}" for f in own), *(f"mean_{f}" for f in own), *CONTEXT_FEATURES,
                               *self.task_types]}
-        body = {"threshold": self.threshold, "span_threshold": self.span_threshold, **provenance,
+        body = {"threshold": self.threshold, "span_threshold": self.span_threshold,
+                "thresholds_by": self.thresholds_by, **provenance,
                 "task_types": self.task_types, "embedder": self.config.embedder, "unit": str(self.config.unit),
                 "lm": self.config.lm, "lm_source_tokens": self.config.lm_source_tokens,
                 **{part: {**vars(getattr(self, part)), "features": names[part]} if getattr(self, part) else None

@@ -360,8 +360,9 @@ class NliPredictor:
 class GroundingPredictor:
     """What each response sentence says that its source does not, weighed by two logistic regressions
     fitted on the train split (eval/grounding.py); the response threshold chosen on the validation split
-    for balanced accuracy, the spans' for character F1. The fitted model, its thresholds and where they
-    came from are written to grounding.json in the output directory."""
+    for `eval.threshold_for` (balanced accuracy, or F1), one per value of `eval.threshold_by` where set,
+    the spans' for character F1. The fitted model, its thresholds and where they came from are written
+    to grounding.json in the output directory."""
 
     tokenizer = None          # records are read as they are (data.source=records): nothing is tokenised
 
@@ -384,9 +385,7 @@ class GroundingPredictor:
         model = fit(train, g)
         val = self.inference.validation(splits)
         scored = {r["id"]: model.scores(r) for r in val}
-        response = (resolve_threshold(g.threshold, None, val, lambda recs: [scored[r["id"]][0] for r in recs],
-                                      what="responses") if model.response else
-                    Threshold(DEFAULT, "unused: every train record is hallucinated, its marked spans decide"))
+        response = self._response_threshold(model, val, scored)
         span = (resolve_threshold(
             g.span_threshold, None, [r for r in val if r.get("spans")], None, what="hallucinated responses",
             objective="character F1",
@@ -394,11 +393,38 @@ class GroundingPredictor:
                                                       [[(s["start"], s["end"]) for s in r["spans"]] for r in recs]))
                 if model.sentence else Threshold(DEFAULT, "unused: no gold spans in the train split, none marked"))
         model.threshold, model.span_threshold = response.value, span.value
+        model.thresholds_by = self._group_thresholds(model, val, scored)
         model.save(out / "grounding.json", {"threshold_source": response.source, "span_threshold_source": span.source,
                                             "train_records": len(splits["train"])})
+        groups = model.thresholds_by and "; by {}: {}".format(model.thresholds_by["field"], ", ".join(
+            f"{value} {t:.3f}" for value, t in model.thresholds_by["values"].items()))
         print(f"grounding: fitted on {len(splits['train'])} train records; response threshold {response.value:.3f} "
-              f"({response.source}), span threshold {span.value:.3f} ({span.source})", flush=True)
+              f"({response.source}){groups or ''}, span threshold {span.value:.3f} ({span.source})", flush=True)
         self.model = model
+
+    def _response_threshold(self, model, val: list[dict], scored: dict) -> Threshold:
+        """Configured, else chosen on the validation responses for `eval.threshold_for`."""
+        if not model.response:
+            return Threshold(DEFAULT, "unused: every train record is hallucinated, its marked spans decide")
+        objective = self.inference.threshold_for
+
+        def scores_of(recs: list[dict]) -> list[float]:
+            return [scored[r["id"]][0] for r in recs]
+
+        choose = None if objective == "balanced_accuracy" else (
+            lambda recs: choose_threshold([r["label"] for r in recs], scores_of(recs), objective))
+        return resolve_threshold(self.grounding.threshold, None, val, scores_of, what="responses", choose=choose,
+                                 objective=objective.upper())
+
+    def _group_thresholds(self, model, val: list[dict], scored: dict) -> dict | None:
+        """A response threshold per value of `eval.threshold_by` (RAGTruth's task types), chosen on the
+        validation responses of that value; values with too few keep the overall one."""
+        path = self.inference.threshold_by
+        if not (path and model.response and val):
+            return None
+        values = choose_group_thresholds(val, {i: score for i, (score, _) in scored.items()}, path,
+                                         self.inference.threshold_for)
+        return {"field": path, "values": values} if values else None
 
     def predict(self, records: list[dict], write: Write) -> None:
         for rec in progress(records, desc="grounding"):

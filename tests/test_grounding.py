@@ -119,6 +119,33 @@ def test_when_every_training_record_is_hallucinated_the_marked_spans_decide():
     assert sum(row["label"] == r["label"] for row, r in rows) >= 32
 
 
+def _task_type(records: list[dict], name: str) -> list[dict]:
+    return [{**r, "id": f"{name}-{r['id']}", "meta": {**r["meta"], "task_type": name}} for r in records]
+
+
+def test_a_threshold_per_task_type_chosen_for_f1_flags_a_type_it_cannot_separate_whole(tmp_path):
+    """RAGTruth reports F1 per task type: where a type's hallucinated responses look like its faithful
+    ones (labels that its words do not show), the F1 threshold of that type flags every response of it,
+    while a type it separates keeps a threshold between its classes."""
+    from eval.predictors import GroundingPredictor, Inference
+
+    separable = _task_type(synthetic(40, 2), "Summary")
+    restated = synthetic(1, 3)[0]        # one faithful response, 40 times: its labels cannot be told apart
+    hidden = _task_type([{**restated, "id": f"h{i}", "label": int(i % 4 != 0)} for i in range(40)], "Data2txt")
+    predictor = GroundingPredictor(GroundingConfig(), Inference(threshold_by="meta.task_type", threshold_for="f1"))
+    predictor.prepare({"train": synthetic(80, 0), "val": separable + hidden}, tmp_path)
+    model = predictor.model
+    by = model.thresholds_by["values"]
+    assert model.thresholds_by["field"] == "meta.task_type" and set(by) == {"Summary", "Data2txt"}
+    assert all(model.predict(r)["label"] for r in hidden) and by["Data2txt"] < by["Summary"]
+    assert sum(model.predict(r)["label"] == r["label"] for r in separable) >= 36
+    as_data2txt, as_summary = (model.predict(*_task_type([restated], name)) for name in ("Data2txt", "Summary"))
+    assert (as_data2txt["label"], as_data2txt["threshold"]) == (1, by["Data2txt"])
+    assert (as_summary["label"], as_summary["threshold"]) == (0, by["Summary"])
+    saved = json.loads((tmp_path / "grounding.json").read_text())
+    assert saved["thresholds_by"] == model.thresholds_by and "for F1" in saved["threshold_source"]
+
+
 def test_one_class_in_the_train_split_is_refused():
     with pytest.raises(GroundingError, match=r"or gold spans; found labels \[0\] in 10 records and no span"):
         fit([r for r in synthetic(20, 0) if r["label"] == 0])
