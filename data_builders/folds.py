@@ -113,6 +113,9 @@ def check_folds_config(d: DataConfig) -> None:
         raise ValueError(f"data.folds={d.folds} needs data.root=<a directory of records files>, found {d.root!r}")
     if not 0 <= d.fold_val_fraction < 1:
         raise ValueError(f"data.fold_val_fraction: expected 0 <= x < 1, found {d.fold_val_fraction}")
+    missing = [root for root in d.fold_extra_train if not Path(root).is_dir()]
+    if missing:
+        raise ValueError(f"data.fold_extra_train: expected directories of records files, found no directory {missing}")
     key = group_key(d.fold_by)
     groups = {key(rec) for path in pooled_files(Path(d.root)) for rec in read_records(path)}
     noun = "sources" if d.fold_by == "source" else f"values of meta.{d.fold_by}"
@@ -132,12 +135,36 @@ def with_synthetic(folds: list[dict[str, list]], s: SyntheticConfig) -> list[str
     return lines
 
 
+def extra_training(roots: list[str], dealt: list[dict]) -> tuple[list[dict], list[str]]:
+    """The records of `data.fold_extra_train`, each tagged with its directory (`meta.mix_source`), and a
+    report line per directory; refused where one shares a source or an id with the dealt records, which
+    would put a test source into training."""
+    sources, ids = {source_key(r) for r in dealt}, {r["id"] for r in dealt}
+    extra, lines = [], []
+    for root in roots:
+        name = Path(root).name
+        records = [{**rec, "meta": {**(rec.get("meta") or {}), "mix_source": name}}
+                   for path in pooled_files(Path(root)) for rec in read_records(path)]
+        shared = next((r for r in records if source_key(r) in sources or r["id"] in ids), None)
+        if shared is not None:
+            raise ValueError(f"data.fold_extra_train: record {shared['id']!r} of {root} shares its source or id with "
+                             f"a record of data.root: a fold's test source would join its training")
+        extra += records
+        lines.append(f"every fold's train + {len(records)} records of {root}")
+    return extra, lines
+
+
 def deal_folds(d: DataConfig, out: Path) -> str:
     """The folds of a `data.folds` run, written as records directories under `out`; their report."""
     records = [rec for path in pooled_files(Path(d.root)) for rec in read_records(path)]
     folds = grouped_folds(records, d.folds, SEED, d.fold_val_fraction, d.fold_by)
     s = d.synthetic
     notes = with_synthetic(folds, s) if (s.twins or s.swapped or s.distractor) else []
+    if d.fold_extra_train:
+        extra, lines = extra_training(list(d.fold_extra_train), records)
+        for fold in folds:
+            fold["train"] = fold["train"] + extra
+        notes += lines
     return write_folds(folds, out, d.fold_by, notes)
 
 

@@ -47,3 +47,31 @@ def test_folds_of_faithbench_keep_every_article_whole(tmp_path):
               for name in ("train", "val", "test")} for i in range(5)]
     _check(records, folds)
     assert len({source_key(r) for r in records}) == 75 and "5 folds grouped by source" in done.stdout
+
+
+def test_another_benchmark_joins_every_training_part_and_never_a_test_source(tmp_path):
+    from configs.schema import DataConfig
+    from data_builders.folds import check_folds_config, deal_folds
+
+    root, other = tmp_path / "bench", tmp_path / "other_bench"
+    records = _records([4, 4, 4, 4])
+    write_jsonl(root / "test.jsonl", records)
+    extra = [{**r, "id": f"x{r['id']}", "source": f"another {r['source']}"} for r in _records([3, 3])]
+    write_jsonl(other / "test.jsonl", extra)
+    config = DataConfig(source="records", root=str(root), folds=2, fold_val_fraction=0.5,
+                        fold_extra_train=[str(other)])
+    report = deal_folds(config, tmp_path / "folds")
+    assert f"every fold's train + 6 records of {other}" in report
+    for i in range(2):
+        parts = {name: read_records(tmp_path / "folds" / f"fold_{i}" / f"{name}.jsonl") for name in ("train", "val",
+                                                                                                    "test")}
+        joined = [r for r in parts["train"] if r["id"].startswith("x")]
+        assert sorted(r["id"] for r in joined) == sorted(r["id"] for r in extra)
+        assert {r["meta"]["mix_source"] for r in joined} == {"other_bench"}
+        assert not any(r["id"].startswith("x") for r in parts["val"] + parts["test"])
+    write_jsonl(other / "test.jsonl", extra + records[:1])          # a benchmark's own source: refused
+    with pytest.raises(ValueError, match="record 's0-0' of .* shares its source or id with a record of data.root"):
+        deal_folds(config, tmp_path / "folds2")
+    with pytest.raises(ValueError, match=r"data.fold_extra_train: expected directories of records files, found no dir"):
+        check_folds_config(DataConfig(source="records", root=str(root), folds=2,
+                                      fold_extra_train=[str(tmp_path / "missing")]))
