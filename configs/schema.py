@@ -377,6 +377,8 @@ class AnnotateConfig:
     judge: JudgeConfig = field(default_factory=JudgeConfig)   # backend=openai: the endpoint, as eval.judge
     batch_size: int = 8            # prompts per inference batch (as eval.batch_size)
     batch_tokens: int = 16384      # and at most this many tokens per batch (as eval.batch_tokens)
+    dtype: Dtype = Dtype.auto      # as model.dtype: auto is fp32 on a CPU (the same on every CPU); bf16_if_native is
+                                   # faster where the CPU computes bf16 (AVX512-BF16, AMX), its outputs that CPU's
     rows_per_write: int = 32       # rows annotated, then written, at a time
     progress: bool = True
 

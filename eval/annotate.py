@@ -41,6 +41,7 @@ from eval.annotation_summary import write_summary
 from eval.predictors import AnnotatorPredictor, Inference
 from eval.scoring import scorer
 from eval.thresholds import DEFAULT, is_hallucinated
+from models.builders import dtype_choice
 from models.export_spec import AnnotatorSpec
 
 OUTPUT_FORMATS = ("spans", "tokens")       # what Annotator.predict returns
@@ -53,12 +54,13 @@ class Annotator:
 
     @classmethod
     def load(cls, path: str | Path, backend: str = "hf", batch_size: int = 8, batch_tokens: int = 16384,
-             judge: JudgeConfig | None = None) -> Annotator:
+             judge: JudgeConfig | None = None, dtype: str = "auto") -> Annotator:
         """The annotator exported in `path` (`annotator.json` says how it reads its inputs); with
-        backend="openai" its prompts go to the endpoint `judge` names (a served copy of it, say)."""
+        backend="openai" its prompts go to the endpoint `judge` names (a served copy of it, say);
+        `dtype` as `model.dtype` (auto: fp32 on a CPU)."""
         spec = AnnotatorSpec.load(path)
         inference = Inference(backend=backend, max_new_tokens=spec.max_new_tokens, batch_size=batch_size,
-                              batch_tokens=batch_tokens, vllm=VllmConfig(), judge=judge)
+                              batch_tokens=batch_tokens, dtype=str(dtype), vllm=VllmConfig(), judge=judge)
         predictor = AnnotatorPredictor(spec, inference, str(path), progress=False)
         predictor.prepare({})
         return cls(spec, predictor)
@@ -197,7 +199,9 @@ def annotate_file(cfg: AnnotateConfig) -> Annotated:
     if cfg.rows_per_write < 1:
         raise ValueError(f"rows_per_write={cfg.rows_per_write}: expected a positive number of rows")
     rows = read_rows(input_path)
-    annotator = Annotator.load(cfg.model, cfg.backend, cfg.batch_size, cfg.batch_tokens, cfg.judge)
+    if cfg.backend == "hf":
+        print(dtype_choice(str(cfg.dtype)), flush=True)
+    annotator = Annotator.load(cfg.model, cfg.backend, cfg.batch_size, cfg.batch_tokens, cfg.judge, cfg.dtype)
     done = written_before = _done(output, rows, input_path)
     with open(output, "a", encoding="utf-8") as f, progress(total=len(rows), initial=done, desc="annotate",
                                                               unit="row", disable=not cfg.progress) as bar:

@@ -237,3 +237,34 @@ def test_a_directory_that_is_not_an_export_is_refused_naming_the_file(tmp_path):
     assert proc.returncode == 1 and f"{SPEC_FILE} is missing" in proc.stderr
     proc = _annotate(tmp_path, tmp_path / "in.jsonl", tmp_path / "missing" / "out.jsonl")
     assert proc.returncode == 1 and "does not exist" in proc.stderr
+
+
+def test_dtype_loads_the_annotator_in_it_and_moves_scores_by_rounding_only(tmp_path):
+    """`dtype=bfloat16` (or `bf16_if_native`: faster where the CPU computes bf16) loads the export in that
+    dtype; its span probabilities stay within bf16 rounding of fp32's (the default on a CPU)."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForTokenClassification
+
+    from models.annotator import hf_model
+    from models.builders import resolve_model_path
+
+    export = tmp_path / "minilm_spans"
+    shutil.copytree(resolve_model_path("embedded:minilm"), export)
+    torch.manual_seed(0)
+    AutoModelForTokenClassification.from_pretrained(export, num_labels=2).save_pretrained(export)   # one head for both
+    AnnotatorSpec("spans", "binary", "prompt_e", 0, "spans", "en", 512, 0, ["faithful", "hallucinated"],
+                  threshold=0.5).save(export)
+    rows = [{"id": "a", "source": "The museum of Lyon opened in 1990 with 120 rooms.",
+             "response": "The museum opened in 1990. It has 120 rooms and a garden."}]
+    fp32, bf16 = (Annotator.load(export, dtype=d) for d in ("auto", "bfloat16"))
+    assert next(hf_model(fp32.predictor.model).parameters()).dtype == torch.float32
+    assert next(hf_model(bf16.predictor.model).parameters()).dtype == torch.bfloat16
+    a, b = (annotator.predict(rows[0]["source"], rows[0]["response"], output_format="tokens")
+            for annotator in (fp32, bf16))
+    assert [t["token"] for t in a] == [t["token"] for t in b]
+    assert max(abs(x["prob"] - y["prob"]) for x, y in zip(a, b)) < 0.05
+    (tmp_path / "in.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    done = _annotate(export, tmp_path / "in.jsonl", tmp_path / "out.jsonl", "dtype=bfloat16")
+    assert done.returncode == 0 and "model.dtype=bfloat16: bfloat16" in done.stdout, done.stderr[-2000:]

@@ -25,9 +25,11 @@ def test_bench_quick_runs_every_section(tmp_path):
     rates = [s["ours_tokens_per_s"] for s in result["throughput"].values()] + [
         result["inference"]["head_samples_per_s"], result["inference"]["decode_tokens_per_s_batch8"],
         result["annotation"]["generative_rows_per_s"], result["annotation"]["discriminative_rows_per_s"],
-        result["product"]["minilm_spans_rows_per_s"], result["product"]["smollm2_sentences_rows_per_s"]]
+        *(result["product"][f"minilm_spans{size}{dtype}_rows_per_s"] for size in ("", "_512")
+          for dtype in ("", "_bf16_if_native")), result["product"]["smollm2_sentences_rows_per_s"]]
     assert all(r > 0 for r in rates)
-    assert "| greedy decode, batch 1 / batch 8 |" in done.stdout and "MiniLM span head / SmolLM2-135M" in done.stdout
+    assert "| greedy decode, batch 1 / batch 8 |" in done.stdout
+    assert "MiniLM span head, rows of one 512-token window (1,300 / 760 characters): fp32 / model.dtype=" in done.stdout
 
 
 @pytest.mark.slow

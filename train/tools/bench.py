@@ -275,10 +275,11 @@ def annotation(data_dir: Path, work: Path, n: int = 8, new_tokens: int = 64) -> 
 
 
 RAGTRUTH_SOURCE_CHARS, RAGTRUTH_RESPONSE_CHARS = 2000, 760      # RAGTruth's medians (2,617 responses)
+ONE_WINDOW_SOURCE_CHARS = 1300     # with a median response: one MiniLM pair of 484-509 tokens (its window: 512)
 
 
-def ragtruth_sized_rows(n: int) -> list[dict]:
-    """English rows as long as RAGTruth's median source and response, each its own text."""
+def ragtruth_sized_rows(n: int, source_chars: int = RAGTRUTH_SOURCE_CHARS) -> list[dict]:
+    """English rows as long as RAGTruth's median source (or `source_chars`) and response, each its own text."""
     def sentences(i: int, chars: int, salt: int) -> str:
         out, k = [], 0
         while sum(map(len, out)) < chars:
@@ -287,41 +288,51 @@ def ragtruth_sized_rows(n: int) -> list[dict]:
                        f"{100 + j % 900} books to {10 + j % 50} schools on day {1 + j % 28} of the season. ")
             k += 1
         return "".join(out)[:chars].rstrip() + "."
-    return [{"id": f"p{i}", "source": sentences(i, RAGTRUTH_SOURCE_CHARS, 0),
+    return [{"id": f"p{i}", "source": sentences(i, source_chars, 0),
              "response": sentences(i, RAGTRUTH_RESPONSE_CHARS, 3)} for i in range(n)]
 
 
 def product(work: Path, n_minilm: int = 64, n_smollm2: int = 8) -> dict:
-    """`eval.annotate`'s rows/s for the annotators a user runs, on RAGTruth-sized rows: MiniLM as a
-    span head (LettuceDetect's formulation; pairs in its 512-token window, a longer evidence in
-    chunks) and SmolLM2-135M sentence by sentence against 6 evidence sentences. The heads are
-    untrained: speed does not depend on the weights."""
-    import shutil
-
-    from eval.annotate import Annotator
-    from models.builders import resolve_model_path
+    """`eval.annotate`'s rows/s for the annotators a user runs: MiniLM as a span head (LettuceDetect's
+    formulation; pairs in its 512-token window, a longer evidence in chunks) on RAGTruth-sized rows (2
+    chunks) and on rows that fill one window, each in fp32 and in `dtype=bf16_if_native`; SmolLM2-135M
+    sentence by sentence against 6 evidence sentences on RAGTruth-sized rows. The heads are untrained:
+    speed does not depend on the weights."""
+    from models.builders import dtype_choice
     from models.export_spec import AnnotatorSpec
 
     torch.set_num_threads(CORES)
     labels = ["faithful", "hallucinated"]
-    out = {"source_chars": RAGTRUTH_SOURCE_CHARS, "response_chars": RAGTRUTH_RESPONSE_CHARS}
-    for name, base, spec, n in (
-            ("minilm_spans", "embedded:minilm", AnnotatorSpec("spans", "binary", "prompt_e", 0, "spans", "en", 512, 0,
-                                                              labels, threshold=0.5), n_minilm),
-            ("smollm2_sentences", "embedded:smollm2-135m",
-             AnnotatorSpec("discriminative", "binary", "sentence_check", 6, "spans", "en", 2048, 0, labels,
-                           threshold=0.5), n_smollm2)):
-        export = work / f"product_{name}"
-        if not export.exists():
-            shutil.copytree(resolve_model_path(base), export)
-        spec.save(export)
-        annotator = Annotator.load(export, batch_size=16)
-        rows = ragtruth_sized_rows(n)
-        annotator.annotate_rows(rows[:2])                      # warm-up
-        t0 = time.perf_counter()
-        annotator.annotate_rows(rows)
-        out[f"{name}_rows_per_s"] = len(rows) / (time.perf_counter() - t0)
+    minilm = AnnotatorSpec("spans", "binary", "prompt_e", 0, "spans", "en", 512, 0, labels, threshold=0.5)
+    smollm2 = AnnotatorSpec("discriminative", "binary", "sentence_check", 6, "spans", "en", 2048, 0, labels,
+                            threshold=0.5)
+    out = {"source_chars": RAGTRUTH_SOURCE_CHARS, "response_chars": RAGTRUTH_RESPONSE_CHARS,
+           "one_window_source_chars": ONE_WINDOW_SOURCE_CHARS, "bf16_if_native": dtype_choice("bf16_if_native")}
+    for name, source_chars in (("minilm_spans", RAGTRUTH_SOURCE_CHARS), ("minilm_spans_512", ONE_WINDOW_SOURCE_CHARS)):
+        for dtype, suffix in (("auto", ""), ("bf16_if_native", "_bf16_if_native")):
+            rows = ragtruth_sized_rows(n_minilm, source_chars)
+            out[f"{name}{suffix}_rows_per_s"] = _rows_per_s(work / "product_minilm", "embedded:minilm", minilm,
+                                                            rows, dtype)
+    out["smollm2_sentences_rows_per_s"] = _rows_per_s(work / "product_smollm2", "embedded:smollm2-135m", smollm2,
+                                                      ragtruth_sized_rows(n_smollm2), "auto")
     return out
+
+
+def _rows_per_s(export: Path, base: str, spec, rows: list[dict], dtype: str) -> float:
+    """`Annotator.annotate_rows` rows/s of `base` exported with `spec`, after a warm-up."""
+    import shutil
+
+    from eval.annotate import Annotator
+    from models.builders import resolve_model_path
+
+    if not export.exists():
+        shutil.copytree(resolve_model_path(base), export)
+    spec.save(export)
+    annotator = Annotator.load(export, batch_size=16, dtype=dtype)
+    annotator.annotate_rows(rows[:2])                      # warm-up
+    t0 = time.perf_counter()
+    annotator.annotate_rows(rows)
+    return len(rows) / (time.perf_counter() - t0)
 
 
 TARGETS = {
@@ -364,10 +375,15 @@ def table(r: dict) -> str:
                      f"{a['generative_rows_per_s']:.2f} rows/s | - |")
     if "product" in r:
         a = r["product"]
-        lines.append(f"| eval.annotate on RAGTruth-sized rows ({a['source_chars']:,} / {a['response_chars']} "
-                     f"characters): MiniLM span head / SmolLM2-135M sentence by sentence | "
-                     f"{a['minilm_spans_rows_per_s']:.1f} / {a['smollm2_sentences_rows_per_s']:.2f} rows/s | "
-                     ">= 30 for MiniLM (LettuceDetect: 30-60 examples/s on an A100) |")
+        for name, what in (("minilm_spans", f"RAGTruth-sized rows ({a['source_chars']:,} / {a['response_chars']} "
+                                             "characters, 2 chunks)"),
+                           ("minilm_spans_512", f"rows of one 512-token window ({a['one_window_source_chars']:,} / "
+                                                f"{a['response_chars']} characters)")):
+            lines.append(f"| eval.annotate, MiniLM span head, {what}: fp32 / {a['bf16_if_native']} | "
+                         f"{a[name + '_rows_per_s']:.1f} / {a[name + '_bf16_if_native_rows_per_s']:.1f} rows/s | "
+                         ">= 30 at 512 tokens (LettuceDetect: 30-60 examples/s on an A100) |")
+        lines.append(f"| eval.annotate, SmolLM2-135M sentence by sentence, RAGTruth-sized rows | "
+                     f"{a['smollm2_sentences_rows_per_s']:.2f} rows/s | - |")
     return "\n".join(lines)
 
 
