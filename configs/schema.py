@@ -232,6 +232,8 @@ class GroundingConfig:
     lm_source_tokens: int = 2048       # the LM reads the source's first this many tokens
     lm_cache_dir: str | None = None    # the token log-probabilities on disk (a run continues from them);
                                        # None: the user's cache
+    negation: bool = False             # adds each unit's negation cues (not, never, n't; 不, 没...) and how many
+                                       # more it has than its closest source sentence (by shared words)
     threshold: float | None = None     # the response's; default: chosen on validation for eval.threshold_for
     span_threshold: float | None = None   # a sentence's; default: chosen on validation for character F1
 

@@ -9,9 +9,11 @@ whole response's unsupported share, the source's length, the task type. A senten
 sentence overlaps a gold span) marks spans; a response model (the sentences' features, their maximum
 and mean) decides the response. With `eval.grounding.embedder` each sentence also gets its similarity to
 the closest source sentences; with `eval.grounding.lm` what a causal LM expects of its tokens with and
-without the source (eval/lm_evidence.py). Thresholds are chosen on the validation split: the response's for
-balanced accuracy, the spans' for character F1 (`eval/thresholds.py`). Words are Latin-script words,
-numbers, and single CJK characters, so Chinese and Japanese are read character by character.
+without the source (eval/lm_evidence.py); with `eval.grounding.negation` its negation cues against its
+closest source sentence's. Thresholds are chosen on the validation split: the response's for
+`eval.threshold_for` (balanced accuracy, or F1; per task type with `eval.threshold_by`), the spans' for
+character F1 (`eval/thresholds.py`). Words are Latin-script words, numbers, and single CJK characters,
+so Chinese and Japanese are read character by character.
 """
 from __future__ import annotations
 
@@ -37,13 +39,17 @@ when where which who will with would you your""".split())
 SENTENCE_FEATURES = ("unsupported_share", "unsupported_words", "unsupported_numbers", "unsupported_capitalised",
                      "unsupported_bigram_share", "log_words", "position", "is_first")
 SEMANTIC_FEATURES = ("max_similarity", "top3_similarity")   # with eval.grounding.embedder
+NEGATION_FEATURES = ("negations", "unmatched_negations")     # with eval.grounding.negation
+NEGATION = re.compile(r"\b(?:not|no|never|nothing|none|nobody|neither|nor|without|cannot)\b|n['\u2019]t|[不没未无非]",
+                      re.IGNORECASE)
 CONTEXT_FEATURES = ("log_sentences", "response_unsupported_share", "log_source_chars")
 SOURCE_UNIT_CHARS, SOURCE_UNITS = 400, 200     # source pieces the embedder compares a sentence with
 _READ: dict[tuple, tuple] = {}                  # a record's features, computed once per process (folds reuse them)
 
 
 def sentence_features(config: GroundingConfig) -> tuple[str, ...]:
-    return SENTENCE_FEATURES + (SEMANTIC_FEATURES if config.embedder else ()) + (LM_FEATURES if config.lm else ())
+    return (SENTENCE_FEATURES + (SEMANTIC_FEATURES if config.embedder else ()) + (LM_FEATURES if config.lm else ())
+            + (NEGATION_FEATURES if config.negation else ()))
 
 
 def task_type(rec: dict) -> str:
@@ -86,7 +92,7 @@ def sentences(rec: dict, config: GroundingConfig = WORDS_ONLY) -> tuple[list[Sen
     directory) each unit also gets its highest and its top-3 mean cosine similarity to the source's
     sentences, with an LM its tokens' log-probabilities with and without the source."""
     key = (rec.get("id"), hash(rec["source"]), hash(rec["response"]), config.embedder, str(config.unit),
-           config.lm, config.lm_source_tokens)
+           config.lm, config.lm_source_tokens, config.negation)
     if key not in _READ:
         _READ[key] = _sentences(rec, config)
     return _READ[key]
@@ -106,6 +112,9 @@ def _sentences(rec: dict, config: GroundingConfig) -> tuple[list[Sentence], list
         evidence = lm_reader(config.lm, config.lm_source_tokens, config.lm_cache_dir).read(rec)
         for sentence in out:
             sentence.features += evidence.unit_features(sentence.span)
+    if config.negation:
+        for sentence, negations in zip(out, _negations(rec, [s.span for s in out])):
+            sentence.features += negations
     content = _content(_words(response))
     context = [math.log(len(spans)), sum(w not in vocabulary for w in content) / max(1, len(content)),
                math.log1p(len(source))]
@@ -129,6 +138,20 @@ def _similarities(rec: dict, spans: list[tuple[int, int]], embedder: str) -> lis
     said = ranker.encode([rec["response"][a:b] for a, b in spans])
     top = -np.sort(-(said @ units.T).float().cpu().numpy(), axis=1)[:, :3]
     return [[float(row[0]), float(row.mean())] for row in top]
+
+
+def _negations(rec: dict, spans: list[tuple[int, int]]) -> list[list[float]]:
+    """Each unit's negation cues, and how many more it has than the source sentence sharing most of its
+    content words: an inserted "not" is a stopword, which the unsupported-word counts never see."""
+    source, response = rec["source"], rec["response"]
+    said = [(set(_content(_words(source, a, b))), len(NEGATION.findall(source, a, b)))
+            for a, b in sentence_spans(source, rec.get("language", "en"))] or [(set(), 0)]
+    out = []
+    for a, b in spans:
+        words, cues = set(_content(_words(response, a, b))), len(NEGATION.findall(response, a, b))
+        _, closest = max(said, key=lambda sentence: len(words & sentence[0]))
+        out.append([float(cues), float(max(0, cues - closest))])
+    return out
 
 
 def gold_sentence_labels(rec: dict, found: list[Sentence]) -> list[int]:
@@ -220,6 +243,7 @@ class GroundingModel:
                 "thresholds_by": self.thresholds_by, **provenance,
                 "task_types": self.task_types, "embedder": self.config.embedder, "unit": str(self.config.unit),
                 "lm": self.config.lm, "lm_source_tokens": self.config.lm_source_tokens,
+                "negation": self.config.negation,
                 **{part: {**vars(getattr(self, part)), "features": names[part]} if getattr(self, part) else None
                    for part in names}}
         path.write_text(json.dumps(body, indent=1, ensure_ascii=False), encoding="utf-8")

@@ -59,6 +59,22 @@ def test_with_an_embedder_a_sentence_the_source_says_is_closest_to_it():
     assert said["top3_similarity"] < said["max_similarity"]
 
 
+def test_a_negation_the_closest_source_sentence_lacks_is_counted():
+    """"not" is a stopword, so the unsupported-word counts miss an inserted one (SummEdits' negation edits)."""
+    rec = {"source": "The council did not approve the budget. The mayor opened the new bridge in May.",
+           "response": "The council did not approve the budget. The mayor has not opened the new bridge in May.",
+           "language": "en"}
+    config = GroundingConfig(negation=True)
+    found, _ = sentences(rec, config)
+    restated, inserted = (dict(zip(sentence_features(config), s.features)) for s in found)
+    assert (restated["negations"], restated["unmatched_negations"]) == (1, 0)
+    assert (inserted["negations"], inserted["unmatched_negations"]) == (1, 1)
+    assert inserted["unsupported_words"] == 0                  # what the words alone say: nothing new
+    zh = {"source": "公司去年提高了价格。", "response": "公司去年没有提高价格。", "language": "zh"}
+    (unit,), _ = sentences(zh, config)
+    assert unit.features[-1] == 1 and len(sentences(zh)[0][0].features) == len(SENTENCE_FEATURES)
+
+
 def test_a_long_source_line_is_cut_into_pieces_for_the_embedder():
     units = source_units('{"name": "Finch", "hours": "' + "x" * 900 + '"}. Next.', "en")
     assert [len(u) for u in units] == [400, 400, 131, 5]
