@@ -224,13 +224,14 @@ class GroundingModel:
         from eval.thresholds import flagged_spans, is_hallucinated
 
         score, per_unit = self.scores(rec)
+        threshold = self.threshold_of(rec)
         if self.response is None:
             spans = flagged_spans(per_unit, self.span_threshold)
             label = int(bool(spans))
         else:
-            label = is_hallucinated(score, self.threshold_of(rec))
+            label = is_hallucinated(score, threshold)
             spans = flagged_spans(per_unit, self.span_threshold) if label else []
-        return {"id": rec["id"], "label": label, "score": score, "threshold": self.threshold_of(rec), "spans": spans,
+        return {"id": rec["id"], "label": label, "score": score, "threshold": threshold, "spans": spans,
                 "per_unit": per_unit}
 
     def save(self, path: Path, provenance: dict) -> None:
