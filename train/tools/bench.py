@@ -309,8 +309,8 @@ def product(work: Path, n_minilm: int = 64, n_smollm2: int = 8) -> dict:
     out = {"source_chars": RAGTRUTH_SOURCE_CHARS, "response_chars": RAGTRUTH_RESPONSE_CHARS,
            "one_window_source_chars": ONE_WINDOW_SOURCE_CHARS, "bf16_if_native": dtype_choice("bf16_if_native")}
     for name, source_chars in (("minilm_spans", RAGTRUTH_SOURCE_CHARS), ("minilm_spans_512", ONE_WINDOW_SOURCE_CHARS)):
+        rows = ragtruth_sized_rows(n_minilm, source_chars)
         for dtype, suffix in (("auto", ""), ("bf16_if_native", "_bf16_if_native")):
-            rows = ragtruth_sized_rows(n_minilm, source_chars)
             out[f"{name}{suffix}_rows_per_s"] = _rows_per_s(work / "product_minilm", "embedded:minilm", minilm,
                                                             rows, dtype)
     out["smollm2_sentences_rows_per_s"] = _rows_per_s(work / "product_smollm2", "embedded:smollm2-135m", smollm2,
