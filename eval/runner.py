@@ -10,6 +10,7 @@ split). With `data.folds=k` the last three are cross-validated in one launch (`r
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from configs.choices import EvalMethod
@@ -56,14 +57,18 @@ def run_eval(cfg: SFTConfig) -> dict:
     print(f"{len(records)} records, {len(done)} predicted already, {len(todo)} to go", flush=True)
     if todo:
         predictor.prepare(splits, out)
+        started, sitting = time.perf_counter(), []
         with open(preds_path, "a", encoding="utf-8") as f:
             def write(row: dict) -> None:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
                 f.flush()
+                sitting.append(row)
 
             predictor.predict(todo, write)
         if getattr(predictor, "judge", None) is not None:
             _record_judge(predictor.judge, out)
+        elif any("completion_tokens" in row for row in sitting):
+            _record_generation(sitting, time.perf_counter() - started, preds_path, out)
     metrics = score_files(cfg.task.scorer, out / "gold.jsonl", preds_path, out / "scores", bertscore=cfg.eval.bertscore)
     print(report_text(out / "scores"), end="")
     return metrics
@@ -96,3 +101,24 @@ def _record_judge(judge, out: Path) -> None:
     record = usage_record(judge.usage, judge.config)
     (out / "judge_usage.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(record["line"], flush=True)
+
+
+def _tokens(rows: list[dict]) -> tuple[int, int, int]:
+    """(rows, prompt tokens, completion tokens) of the rows an in-process decoder generated."""
+    counted = [r for r in rows if "completion_tokens" in r]
+    return len(counted), sum(r["prompt_tokens"] for r in counted), sum(r["completion_tokens"] for r in counted)
+
+
+def _record_generation(sitting: list[dict], seconds: float, preds_path: Path, out: Path) -> None:
+    """An in-process decoder's tokens and speed, as `_record_judge` writes a served judge's
+    (`generation_usage.json`): this sitting's rows and the whole predictions file's, a resumed run included."""
+    rows, prompt, completion = _tokens(sitting)
+    all_rows, all_prompt, all_completion = _tokens(list(read_jsonl_to_append(preds_path)))
+    line = (f"generated in process: {rows} rows this sitting ({all_rows} in all), {prompt} prompt + {completion} "
+            f"completion tokens ({all_prompt} + {all_completion} in all), {rows / seconds:.2f} rows/s, "
+            f"{(prompt + completion) / seconds:.0f} tokens/s, {seconds:.1f} s")
+    record = {"rows": rows, "prompt_tokens": prompt, "completion_tokens": completion, "seconds": round(seconds, 3),
+              "all_rows": all_rows, "all_prompt_tokens": all_prompt, "all_completion_tokens": all_completion,
+              "line": line}
+    (out / "generation_usage.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(line, flush=True)

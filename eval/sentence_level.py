@@ -24,6 +24,9 @@ def aggregate(record_id: str, rows: list[dict], sentences: list[str]) -> dict:
     labels = [binary_decision(row)[0] for row in rows]
     chosen = labels.index(1) if 1 in labels else labels.index(None) if None in labels else 0
     row = {"id": record_id, "output": rows[chosen].get("output"), "sentence_labels": labels}
+    if all("completion_tokens" in r for r in rows):      # an in-process decoder's counts, for its usage line
+        row["prompt_tokens"] = sum(r["prompt_tokens"] for r in rows)
+        row["completion_tokens"] = sum(r["completion_tokens"] for r in rows)
     if labels[chosen] == 1:
         row["flagged_sentence"] = sentences[chosen]
     return row

@@ -39,6 +39,13 @@ def length_batches(prompts: list[list[int]], batch_size: int, equal_length: bool
 @torch.no_grad()
 def greedy_batch(model, tokenizer, prompts: list[list[int]], max_new_tokens: int) -> list[str]:
     """Greedy completions of prompts of one length, special tokens stripped."""
+    return [c["output"] for c in greedy_completions(model, tokenizer, prompts, max_new_tokens)]
+
+
+def greedy_completions(model, tokenizer, prompts: list[list[int]], max_new_tokens: int) -> list[dict]:
+    """Greedy completions of prompts of one length, each with its token counts: `output` (special
+    tokens stripped), `prompt_tokens`, and `completion_tokens` (up to and with the end-of-sequence
+    token; the padding a finished row gets while the others decode is not counted)."""
     if len({len(p) for p in prompts}) != 1:
         raise ValueError(f"greedy_batch decodes prompts of one length together (no padding mask), found "
                          f"lengths {sorted({len(p) for p in prompts})}; batch them with length_batches(..., "
@@ -48,7 +55,13 @@ def greedy_batch(model, tokenizer, prompts: list[list[int]], max_new_tokens: int
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
                          do_sample=False, eos_token_id=tokenizer.eos_token_id, pad_token_id=pad)
-    return [tokenizer.decode(row[ids.shape[1]:], skip_special_tokens=True) for row in out]
+    new = out[:, ids.shape[1]:].tolist()
+    return [{"output": tokenizer.decode(row, skip_special_tokens=True), "prompt_tokens": ids.shape[1],
+             "completion_tokens": _through_eos(row, tokenizer.eos_token_id)} for row in new]
+
+
+def _through_eos(generated: list[int], eos: int | None) -> int:
+    return generated.index(eos) + 1 if eos in generated else len(generated)
 
 
 def _batch(model, inputs: list[dict]) -> dict:

@@ -2,11 +2,12 @@
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from eval.predict import predict_records
 from models.annotator import load_annotator
 from models.builders import resolve_model_path
-from models.generate import greedy_batch, length_batches
+from models.generate import greedy_batch, greedy_completions, length_batches
 
 RECORDS = [{"id": f"r{i}", "task": "summarization", "language": "zh", "source": "他走进了房间。" * (3 + 5 * i),
             "response": "他走了。" * (1 + i % 3), "label": i % 2} for i in range(6)]
@@ -29,6 +30,19 @@ def test_greedy_batch_refuses_prompts_of_different_lengths(tokenizer):
     model = load_annotator(resolve_model_path("embedded:qwen3-tiny"), "generative")
     with pytest.raises(ValueError, match="one length"):
         greedy_batch(model, tokenizer, [[5, 6, 7], [5, 6]], 2)
+
+
+def test_completion_tokens_stop_at_the_end_token_and_leave_a_batch_s_padding_out(tokenizer):
+    model = load_annotator(resolve_model_path("embedded:qwen3-tiny"), "generative")
+    prompts = [[100 * i + 3, 40 + i, 7, 900 + i] for i in range(4)]
+    free = model.generate(input_ids=torch.tensor(prompts), max_new_tokens=6, do_sample=False,
+                          pad_token_id=0)[:, 4:].tolist()
+    end = free[0][0]                   # the first row's first new token ends it at once
+    ended = greedy_completions(model, SimpleNamespace(eos_token_id=end, pad_token_id=None, decode=tokenizer.decode),
+                               prompts, 6)
+    expected = [ids.index(end) + 1 if end in ids else 6 for ids in free]
+    assert [(c["prompt_tokens"], c["completion_tokens"]) for c in ended] == [(4, n) for n in expected]
+    assert expected[0] == 1 and 6 in expected      # another row decoded on, the first one padded: not counted
 
 
 @pytest.mark.parametrize("kind", ["generative", "discriminative", "spans"])

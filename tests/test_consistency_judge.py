@@ -58,6 +58,11 @@ def test_smollm2_judges_a_test_only_benchmark_and_every_row_keeps_its_answer(tmp
         assert p["label"] == parse_consistency_answer(p["output"])
     metrics = json.loads((out / "scores" / "metrics.json").read_text())
     assert metrics["n"] == 4 and metrics["parse_failures"] == sum(p["label"] is None for p in predictions)
+    usage = json.loads((out / "generation_usage.json").read_text())      # what the judge cost, in tokens
+    assert all(1 <= p["completion_tokens"] <= 8 and p["prompt_tokens"] > 40 for p in predictions)
+    assert (usage["rows"], usage["all_rows"]) == (4, 4) and usage["line"] in run.stdout
+    assert usage["prompt_tokens"] == sum(p["prompt_tokens"] for p in predictions)
+    assert usage["completion_tokens"] == sum(p["completion_tokens"] for p in predictions)
 
 
 def test_training_on_a_test_only_directory_says_train_jsonl_is_missing(tmp_path):

@@ -5,7 +5,7 @@ from data_builders.collate import IGNORE_INDEX, collate, encode_sample
 from data_builders.heads import head_of
 from data_builders.schema import SENTENCE_TYPES
 from models.builders import load_causal_lm
-from models.generate import greedy_batch
+from models.generate import greedy_completions
 from models.kinds.base import Kind, prompt_inputs
 from models.loss import token_loss_sum
 from models.response_lm import ResponseLM
@@ -25,8 +25,7 @@ KIND = Kind(
     for_training=lambda module, chunk_tokens: ResponseLM(module, chunk_tokens),
     loss_sum=lambda model, batch, task, sp_rank, **kw: token_loss_sum(model, batch, **kw)[0],
     targets=_lm_targets,
-    predict=lambda model, tok, inputs, new: [
-        {"output": o} for o in greedy_batch(model, tok, [x["input_ids"] for x in inputs], new)],
+    predict=lambda model, tok, inputs, new: greedy_completions(model, tok, [x["input_ids"] for x in inputs], new),
     pool=lambda results: results[0],
     labels=lambda task: SENTENCE_TYPES if task.scorer == "anah" else head_of("binary").labels,
     thresholded=lambda task: False,
