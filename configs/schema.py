@@ -234,6 +234,8 @@ class GroundingConfig:
                                        # None: the user's cache
     negation: bool = False             # adds each unit's negation cues (not, never, n't; 不, 没...) and how many
                                        # more it has than its closest source sentence (by shared words)
+    stem: bool = False                 # compares Latin-script words by their Snowball (English) stems: "companies"
+                                       # is supported by "company" (default: the words as written)
     threshold: float | None = None     # the response's; default: chosen on validation for eval.threshold_for
     span_threshold: float | None = None   # a sentence's; default: chosen on validation for character F1
 

@@ -13,7 +13,8 @@ without the source (eval/lm_evidence.py); with `eval.grounding.negation` its neg
 closest source sentence's. Thresholds are chosen on the validation split: the response's for
 `eval.threshold_for` (balanced accuracy, or F1; per task type with `eval.threshold_by`), the spans' for
 character F1 (`eval/thresholds.py`). Words are Latin-script words, numbers, and single CJK characters,
-so Chinese and Japanese are read character by character.
+so Chinese and Japanese are read character by character; with `eval.grounding.stem` a Latin-script word is
+compared by its Snowball stem (says / said / saying; companies / company).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -70,11 +72,25 @@ def _content(words: list[str]) -> list[str]:
     return [w for w in words if w not in STOPWORDS]
 
 
+@lru_cache(maxsize=1)
+def _stemmer():
+    from nltk.stem.snowball import SnowballStemmer
+
+    return SnowballStemmer("english")
+
+
+@lru_cache(maxsize=200_000)
+def _stem(word: str) -> str:
+    """A Latin-script word's Snowball (English) stem; numbers and CJK characters as they are."""
+    return _stemmer().stem(word) if word[0].isalpha() and word.isascii() else word
+
+
 def _sentence_features(response: str, span: tuple[int, int], index: int, count: int, vocabulary: set[str],
-                       bigrams: set[tuple[str, str]]) -> list[float]:
+                       bigrams: set[tuple[str, str]], stem: bool) -> list[float]:
     raw = [m.group() for m in WORD.finditer(response, *span)]
     words = [w.lower() for w in raw]
-    content = [(r, w) for r, w in zip(raw, words) if w not in STOPWORDS]
+    content = [(r, _stem(w) if stem else w) for r, w in zip(raw, words) if w not in STOPWORDS]
+    words = [_stem(w) for w in words] if stem else words
     unsupported = [(r, w) for r, w in content if w not in vocabulary]
     pairs = list(zip(words, words[1:]))
     return [len(unsupported) / max(1, len(content)), len(unsupported),
@@ -92,7 +108,7 @@ def sentences(rec: dict, config: GroundingConfig = WORDS_ONLY) -> tuple[list[Sen
     directory) each unit also gets its highest and its top-3 mean cosine similarity to the source's
     sentences, with an LM its tokens' log-probabilities with and without the source."""
     key = (rec.get("id"), hash(rec["source"]), hash(rec["response"]), config.embedder, str(config.unit),
-           config.lm, config.lm_source_tokens, config.negation)
+           config.lm, config.lm_source_tokens, config.negation, config.stem)
     if key not in _READ:
         _READ[key] = _sentences(rec, config)
     return _READ[key]
@@ -100,10 +116,10 @@ def sentences(rec: dict, config: GroundingConfig = WORDS_ONLY) -> tuple[list[Sen
 
 def _sentences(rec: dict, config: GroundingConfig) -> tuple[list[Sentence], list[float]]:
     source, response = rec["source"], rec["response"]
-    source_words = _words(source)
+    source_words = [_stem(w) for w in _words(source)] if config.stem else _words(source)
     vocabulary, bigrams = set(source_words), set(zip(source_words, source_words[1:]))
     spans = unit_spans(response, rec.get("language", "en"), str(config.unit)) or [(0, len(response))]
-    out = [Sentence(s, _sentence_features(response, s, i, len(spans), vocabulary, bigrams))
+    out = [Sentence(s, _sentence_features(response, s, i, len(spans), vocabulary, bigrams, config.stem))
            for i, s in enumerate(spans)]
     if config.embedder:
         for sentence, similar in zip(out, _similarities(rec, [s.span for s in out], config.embedder)):
@@ -115,7 +131,7 @@ def _sentences(rec: dict, config: GroundingConfig) -> tuple[list[Sentence], list
     if config.negation:
         for sentence, negations in zip(out, _negations(rec, [s.span for s in out])):
             sentence.features += negations
-    content = _content(_words(response))
+    content = [_stem(w) if config.stem else w for w in _content(_words(response))]
     context = [math.log(len(spans)), sum(w not in vocabulary for w in content) / max(1, len(content)),
                math.log1p(len(source))]
     return out, context
@@ -244,7 +260,7 @@ class GroundingModel:
                 "thresholds_by": self.thresholds_by, **provenance,
                 "task_types": self.task_types, "embedder": self.config.embedder, "unit": str(self.config.unit),
                 "lm": self.config.lm, "lm_source_tokens": self.config.lm_source_tokens,
-                "negation": self.config.negation,
+                "negation": self.config.negation, "stem": self.config.stem,
                 **{part: {**vars(getattr(self, part)), "features": names[part]} if getattr(self, part) else None
                    for part in names}}
         path.write_text(json.dumps(body, indent=1, ensure_ascii=False), encoding="utf-8")

@@ -75,6 +75,18 @@ def test_a_negation_the_closest_source_sentence_lacks_is_counted():
     assert unit.features[-1] == 1 and len(sentences(zh)[0][0].features) == len(SENTENCE_FEATURES)
 
 
+def test_with_stems_an_inflected_source_word_supports_a_response_word():
+    rec = {"source": "Three companies said they were hiring engineers in 2021.",
+           "response": "A company says it hired an engineer in 2021, Nadia Perrin reports.", "language": "en"}
+    (as_written,), _ = sentences(rec)
+    (stemmed,), _ = sentences(rec, GroundingConfig(stem=True))
+    written, stems = (dict(zip(SENTENCE_FEATURES, s.features)) for s in (as_written, stemmed))
+    assert written["unsupported_words"] == 7      # company, says, hired, engineer, nadia, perrin, reports
+    assert stems["unsupported_words"] == 4        # says (a stem is no lemma: "said" stays), nadia, perrin, reports
+    assert stems["unsupported_capitalised"] == written["unsupported_capitalised"] == 2
+    assert stems["unsupported_numbers"] == written["unsupported_numbers"] == 0
+
+
 def test_a_long_source_line_is_cut_into_pieces_for_the_embedder():
     units = source_units('{"name": "Finch", "hours": "' + "x" * 900 + '"}. Next.', "en")
     assert [len(u) for u in units] == [400, 400, 131, 5]
