@@ -145,13 +145,23 @@ def source_units(source: str, language: str) -> list[str]:
     return pieces[:SOURCE_UNITS] or [source[:SOURCE_UNIT_CHARS]]
 
 
-def _similarities(rec: dict, spans: list[tuple[int, int]], embedder: str) -> list[list[float]]:
+def _ranker(embedder: str):
     from data_builders.retrieval import EmbeddingRanker
     from models.builders import EMBEDDED_PREFIX, resolve_model_path
 
-    ranker = EmbeddingRanker(resolve_model_path(embedder) if embedder.startswith(EMBEDDED_PREFIX) else embedder)
-    units = ranker.encode(source_units(rec["source"], rec.get("language", "en")))
-    said = ranker.encode([rec["response"][a:b] for a, b in spans])
+    return EmbeddingRanker(resolve_model_path(embedder) if embedder.startswith(EMBEDDED_PREFIX) else embedder)
+
+
+@lru_cache(maxsize=512)
+def _source_embeddings(embedder: str, source: str, language: str):
+    """A source's units, embedded once: a benchmark's source is read by many responses (SummEdits' documents
+    by about 30 summaries each, RAGTruth's by 6 models' responses)."""
+    return _ranker(embedder).encode(source_units(source, language))
+
+
+def _similarities(rec: dict, spans: list[tuple[int, int]], embedder: str) -> list[list[float]]:
+    units = _source_embeddings(embedder, rec["source"], rec.get("language", "en"))
+    said = _ranker(embedder).encode([rec["response"][a:b] for a, b in spans])
     top = -np.sort(-(said @ units.T).float().cpu().numpy(), axis=1)[:, :3]
     return [[float(row[0]), float(row.mean())] for row in top]
 

@@ -13,6 +13,7 @@ from configs.schema import GroundingConfig
 from eval.grounding import (
     SENTENCE_FEATURES,
     GroundingError,
+    _source_embeddings,
     fit,
     gold_sentence_labels,
     sentence_features,
@@ -57,6 +58,14 @@ def test_with_an_embedder_a_sentence_the_source_says_is_closest_to_it():
     said, unrelated = (dict(zip(names, s.features)) for s in found)
     assert said["max_similarity"] == pytest.approx(1.0, abs=1e-3) and unrelated["max_similarity"] < 0.5
     assert said["top3_similarity"] < said["max_similarity"]
+    twin = {**rec, "id": "e2",
+            "response": "The chef grilled fresh fish by the harbour. It holds 40 paintings by Monet."}
+    before = _source_embeddings.cache_info()
+    found_twin, _ = sentences(twin, config)            # the same source: its units are embedded once
+    after = _source_embeddings.cache_info()
+    assert (after.hits - before.hits, after.misses - before.misses) == (1, 0)
+    assert [s.features[names.index("max_similarity")] for s in found_twin] == pytest.approx(
+        [unrelated["max_similarity"], said["max_similarity"]], abs=1e-6)
 
 
 def test_a_negation_the_closest_source_sentence_lacks_is_counted():
