@@ -36,12 +36,12 @@ def length_batches(prompts: list[list[int]], batch_size: int, equal_length: bool
     return [b for b in batches if b]
 
 
-@torch.no_grad()
 def greedy_batch(model, tokenizer, prompts: list[list[int]], max_new_tokens: int) -> list[str]:
     """Greedy completions of prompts of one length, special tokens stripped."""
     return [c["output"] for c in greedy_completions(model, tokenizer, prompts, max_new_tokens)]
 
 
+@torch.no_grad()
 def greedy_completions(model, tokenizer, prompts: list[list[int]], max_new_tokens: int) -> list[dict]:
     """Greedy completions of prompts of one length, each with its token counts: `output` (special
     tokens stripped), `prompt_tokens`, and `completion_tokens` (up to and with the end-of-sequence
