@@ -121,22 +121,33 @@ def _many_rows(gold_path, out_path, n: int = 35) -> None:
     out_path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in many), encoding="utf-8")
 
 
+@pytest.fixture(scope="module")
+def default_annotations(trained, tmp_path_factory):
+    """35 rows annotated once with the default batches and kernels: what every other setting is compared with."""
+    run, scored = trained
+    folder = tmp_path_factory.mktemp("default_annotations")
+    _many_rows(scored / "gold.jsonl", folder / "in.jsonl")
+    proc = _annotate(run.joinpath(*EXPORT), folder / "in.jsonl", folder / "a.jsonl")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return folder / "in.jsonl", [json.loads(x) for x in (folder / "a.jsonl").read_text().splitlines()]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("setting", OTHER_SETTINGS)
-def test_another_batch_or_kernel_setting_gives_the_same_annotations_within_tolerance(trained, tmp_path, setting):
+def test_another_batch_or_kernel_setting_gives_the_same_annotations_within_tolerance(trained, default_annotations,
+                                                                                      tmp_path, setting):
     """The contract across settings (docs/design.md): labels, spans and generated text equal, scores
     within SCORE_ATOL; a label may differ only for a score that close to the decision threshold. A
     generative annotator's greedy answers are the same text in a batch of 32 padded prompts as alone."""
-    run, scored = trained
-    _many_rows(scored / "gold.jsonl", tmp_path / "in.jsonl")
+    run, _ = trained
+    rows, a = default_annotations
     export = run.joinpath(*EXPORT)
-    assert _annotate(export, tmp_path / "in.jsonl", tmp_path / "a.jsonl").returncode == 0
     overrides, env = OTHER_SETTINGS[setting]
-    proc = _annotate(export, tmp_path / "in.jsonl", tmp_path / "b.jsonl", *overrides, env=env)
+    proc = _annotate(export, rows, tmp_path / "b.jsonl", *overrides, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    threshold = AnnotatorSpec.load(export).threshold
-    a, b = ([json.loads(x) for x in (tmp_path / f).read_text().splitlines()] for f in ("a.jsonl", "b.jsonl"))
-    assert_same_annotations(a, b, threshold)
+    b = [json.loads(x) for x in (tmp_path / "b.jsonl").read_text().splitlines()]
+    assert len(a) == len(b) == 35
+    assert_same_annotations(a, b, AnnotatorSpec.load(export).threshold)
 
 
 @pytest.mark.slow
