@@ -18,8 +18,6 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from datasets import Dataset, disable_progress_bars, load_from_disk
-
 from data_builders.cache_dir import cache_root
 
 ENCODER_VERSION = 1     # bump when data_builders.collate changes what a sample holds
@@ -40,6 +38,9 @@ def encoded_samples(records: list[dict], encode: Callable[[dict, object], dict],
                     num_proc: int = 1, root: Path | None = None) -> list[dict]:
     """`encode(record, tokenizer)` of every record, in order: from the cache when it holds them,
     else computed (in `num_proc` processes) and written to it."""
+    # datasets is imported here, not at the top: a second of import for every command that never asks
+    from datasets import load_from_disk
+
     path = (root or cache_root()) / "samples" / samples_fingerprint(records, tokenizer, settings)
     if not path.exists():
         _build(path, records, encode, tokenizer, num_proc)
@@ -47,6 +48,8 @@ def encoded_samples(records: list[dict], encode: Callable[[dict, object], dict],
 
 
 def _build(path: Path, records: list[dict], encode, tokenizer, num_proc: int) -> None:
+    from datasets import Dataset, disable_progress_bars
+
     path.parent.mkdir(parents=True, exist_ok=True)
     disable_progress_bars()
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}.") as work:

@@ -63,24 +63,20 @@ def _stages(second_sp: int, second_accum: int) -> list[str]:
 
 
 def test_changing_the_sp_degree_between_stages_changes_no_step_and_resumes_inside_the_new_stage(tmp_path):
-    """One launch at sp 1 -> sp 2 (the second stage accumulates 2 micro-batches, so its global batch
-    stays 2 samples) against sp 1 -> sp 1 on the same 2 ranks: the same per-step losses and
-    gradient norms. Then the sp 1 -> sp 2 run stopped inside its sp 2 stage and resumed."""
-    changed, steady, resumed = tmp_path / "changed", tmp_path / "steady", tmp_path / "resumed"
-    _ok(torchrun(2, TINY + _stages(2, 2) + [f"output_dir={changed}"]))
+    """sp 1 -> sp 2 (the second stage accumulates 2 micro-batches, so its global batch stays 2
+    samples), stopped inside its sp 2 stage and resumed, against sp 1 -> sp 1 uninterrupted on the
+    same 2 ranks: the same per-step losses and gradient norms. (A resume alone is exact to float
+    rounding: test_trainer_e2e::test_resume_reproduces_the_uninterrupted_losses.)"""
+    steady, resumed = tmp_path / "steady", tmp_path / "resumed"
     _ok(torchrun(2, TINY + _stages(1, 1) + [f"output_dir={steady}"]))
-    a, b = read_train_log(changed), read_train_log(steady)
-    assert [r["stage"] for r in a] == [r["stage"] for r in b] == ["s2k"] * 2 + ["s4k"] * 3
-    assert_same_steps(a, b)
-    print("sp 1->2 vs 1->1, worst relative difference: loss "
-          f"{max(abs(x['loss'] - y['loss']) / y['loss'] for x, y in zip(a, b)):.1e}, grad norm "
-          f"{max(abs(x['grad_norm'] - y['grad_norm']) / y['grad_norm'] for x, y in zip(a, b)):.1e}")
-
     first = _ok(torchrun(2, TINY + _stages(2, 2) + [f"output_dir={resumed}", "trainer.stop_at_step=4"]))
     assert "sequence-parallel 2 x data-parallel 1, global batch 2" in first.stdout
     second = _ok(torchrun(2, TINY + _stages(2, 2) + [f"output_dir={resumed}", "resume=auto"]))
     assert "resuming at stage 1 's4k' step 2 (global step 4)" in second.stdout
-    c = read_train_log(resumed)
-    assert [r["step"] for r in c] == [1, 2, 3, 4, 5]
-    for x, y in zip(c, a):
-        assert x["loss"] == pytest.approx(y["loss"], rel=1e-5), (x, y)
+    a, b = read_train_log(resumed), read_train_log(steady)
+    assert [r["step"] for r in a] == [1, 2, 3, 4, 5]
+    assert [r["stage"] for r in a] == [r["stage"] for r in b] == ["s2k"] * 2 + ["s4k"] * 3
+    assert_same_steps(a, b)
+    print("sp 1->2 (resumed) vs 1->1, worst relative difference: loss "
+          f"{max(abs(x['loss'] - y['loss']) / y['loss'] for x, y in zip(a, b)):.1e}, grad norm "
+          f"{max(abs(x['grad_norm'] - y['grad_norm']) / y['grad_norm'] for x, y in zip(a, b)):.1e}")
