@@ -53,10 +53,14 @@ def _build(path: Path, records: list[dict], encode, tokenizer, num_proc: int) ->
     path.parent.mkdir(parents=True, exist_ok=True)
     disable_progress_bars()
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}.") as work:
-        encoded = Dataset.from_dict({"record": [json.dumps(r, ensure_ascii=False) for r in records]}).map(
-            lambda row: encode(json.loads(row["record"]), tokenizer), remove_columns=["record"],
-            num_proc=num_proc if num_proc > 1 else None, cache_file_name=str(Path(work) / "map.arrow"),
-            new_fingerprint=path.name)
+        environ = os.environ    # map(num_proc > 1) leaves a copy of os.environ in its place (datasets PR 2119)
+        try:
+            encoded = Dataset.from_dict({"record": [json.dumps(r, ensure_ascii=False) for r in records]}).map(
+                lambda row: encode(json.loads(row["record"]), tokenizer), remove_columns=["record"],
+                num_proc=num_proc if num_proc > 1 else None, cache_file_name=str(Path(work) / "map.arrow"),
+                new_fingerprint=path.name)
+        finally:
+            os.environ = environ  # noqa: B003  (the object itself back, not a new environment)
         encoded.save_to_disk(str(Path(work) / "done"))
         try:
             os.replace(Path(work) / "done", path)

@@ -63,13 +63,19 @@ def test_buckets_follow_table_3_ranges():
 
 
 def test_released_lengths_are_tokenised_once_then_read_from_the_cache(tokenizer, tmp_path, monkeypatch):
+    """Tokenised in 2 processes, once. os.environ stays the object it was (datasets' map would leave a copy
+    in its place, and the HALLU_CACHE set here would then outlive this test in every later one)."""
+    import os
+
     from data_builders.collate import encode_sample
     from data_builders.sources import rendered_lengths
 
     monkeypatch.setenv("HALLU_CACHE", str(tmp_path / "cache"))
+    environ = os.environ
     path = _write(tmp_path, [{**ROWS[0], "article": "原文很长。" * 2000}, ROWS[1]])
     count = lambda records: rendered_lengths(records, tokenizer, "prompt_e", num_proc=2)  # noqa: E731
     records = import_released(path, count)
+    assert os.environ is environ
     assert [r["n_tokens"] for r in records] == \
         [len(encode_sample(r, tokenizer, "prompt_e")["input_ids"]) for r in records]
     assert [r["length_bucket"] for r in records] == [bucket_for_tokens(r["n_tokens"]) for r in records]
