@@ -1,11 +1,12 @@
 """Sentence-level evidence records (task.evidence_sentences) and the sentence_check prompt."""
 import json
 
+import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
 from configs.schema import TaskConfig
-from data_builders.anah import SourceIndex
+from data_builders.anah import SourceIndex, _terms
 from data_builders.evidence import evidence_records
 from data_builders.longnovel import context_records
 from data_builders.marks import mark_unsupported
@@ -186,3 +187,18 @@ def test_clause_units_label_only_the_clause_that_holds_the_span():
            "source": "郑亿根涉嫌受贿。该公司是承包商。", "spans": [{"start": start, "end": start + 3}]}
     assert [p["label"] for p in evidence_records(rec, 2, unit="clause")] == [0, 1, 0]
     assert [p["label"] for p in evidence_records(rec, 2)] == [1], "one sentence: all its keywords alike"
+
+
+@pytest.mark.parametrize("language", ["zh", "en"])
+def test_bm25_scores_are_rank_bm25s_to_the_bit(language):
+    from rank_bm25 import BM25Okapi
+
+    units = generate_corpus(n_books=1, units_per_book=6, unit_chars=(300, 400), seed=5)
+    source = " ".join(u.text for u in units) if language == "zh" else \
+        "The mill opened in May. Its owner, Ann Lee, sold grain. The mill closed in June; grain rotted. " * 3
+    index = SourceIndex(source, language)
+    corpus = [_terms(s, language) or ["_"] for s in index.sents]
+    queries = [_terms(u.summary, language) for u in units] if language == "zh" else \
+        [_terms(q, "en") for q in ("the mill closed in june june", "nothing here matches", "Ann Lee sold the mill")]
+    for query in queries:
+        assert np.array_equal(index.bm25.get_scores(query), BM25Okapi(corpus).get_scores(query))
