@@ -1,6 +1,8 @@
 """eval.backend=openai against a real OpenAI-compatible server: `transformers serve` on 127.0.0.1
 serving the embedded SmolLM2-135M-Instruct. Greedy answers equal the in-process ones; a second run is
-answered from the cache (no request reaches the server); the API key is in no file of the run."""
+answered from the cache (no request reaches the server); the API key is in no file of the run.
+The runs ask SummEdits' zero-shot question (about 180 SmolLM2 tokens a row): Prompt-E's Chinese
+instructions are about 2,400, a 10-second prefill per request on a 2-core CPU."""
 import json
 import os
 import socket
@@ -65,7 +67,7 @@ def _records(root: Path) -> None:
 
 def _eval(out: Path, data: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
     args = ["+exp=longnovel_curriculum_demo", "model.name_or_path=embedded:smollm2-135m", "data.source=records",
-            f"data.root={data}", "task.evidence_sentences=0", "task.template=prompt_e", "eval.buckets=[all]",
+            f"data.root={data}", "task.evidence_sentences=0", "task.template=consistency", "eval.buckets=[all]",
             "eval.max_new_tokens=12", "trainer.progress=false", f"output_dir={out}", *extra]
     return subprocess.run([sys.executable, str(REPO / "eval" / "run.py"), *args], cwd=REPO, capture_output=True,
                           text=True, timeout=600, env={**os.environ, **(env or {})})
@@ -249,7 +251,7 @@ def test_eval_annotate_labels_with_the_served_copy_of_an_export_as_in_process(se
     export.mkdir()
     for f in Path(model).iterdir():
         (export / f.name).symlink_to(f)
-    AnnotatorSpec("generative", "binary", "prompt_e", 0, "longnovel", "zh", 8192, 12,
+    AnnotatorSpec("generative", "binary", "consistency", 0, "summedits", "zh", 8192, 12,
                   ["faithful", "hallucinated"]).save(export)
     rows = tmp_path / "rows.jsonl"
     rows.write_text("".join(json.dumps({"id": f"u{i}", "source": f"林远在第{i}天走进书房。窗外下着雨。",
