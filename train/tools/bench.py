@@ -296,9 +296,8 @@ def product(work: Path, n_minilm: int = 64, n_smollm2: int = 8) -> dict:
     """`eval.annotate`'s rows/s for the annotators a user runs: MiniLM as a span head (LettuceDetect's
     formulation; pairs in its 512-token window, a longer evidence in chunks) on RAGTruth-sized rows (2
     chunks) and on rows that fill one window, each in fp32 and in `dtype=bf16_if_native` (one run where that
-    is fp32: no native bf16); SmolLM2-135M
-    sentence by sentence against 6 evidence sentences on RAGTruth-sized rows. The heads are untrained:
-    speed does not depend on the weights."""
+    is fp32: no native bf16); SmolLM2-135M sentence by sentence against 6 evidence sentences on
+    RAGTruth-sized rows. The heads are untrained: speed does not depend on the weights."""
     from models.builders import dtype_choice, torch_dtype
     from models.export_spec import AnnotatorSpec
 
