@@ -25,11 +25,16 @@ class DataError(ValueError):
     pass
 
 
+def bucket_parts(bucket: str) -> list[str]:
+    """The parts of a stage's or evaluation's bucket: "S+M" -> ["S", "M"]; "all" stays whole."""
+    return [ALL] if bucket == ALL else bucket.split(UNION)
+
+
 def in_bucket(records: list[dict], bucket: str) -> list[dict]:
     """The records of `bucket`: one length bucket, several joined by "+", or "all"."""
     if bucket == ALL:
         return list(records)
-    names = set(bucket.split(UNION))
+    names = set(bucket_parts(bucket))
     return [r for r in records if r.get("length_bucket") in names]
 
 

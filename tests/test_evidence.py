@@ -16,7 +16,7 @@ from data_builders.prompts import render_messages, verdict_target
 from data_builders.sentences import clause_spans, sentence_spans, split_sentences, unit_spans
 from data_builders.sources import DataError
 from eval.sentence_level import aggregate, flagged_sentences
-from train.data import check_task_config, sentence_pool
+from train.data import check_task_config, sentence_pools
 
 
 def test_marks_the_characters_the_evidence_lacks_and_never_punctuation():
@@ -112,10 +112,11 @@ def test_a_hallucinated_record_whose_sentence_is_not_in_its_response_is_refused(
         evidence_records(rec, 3)
     assert all(s["label"] == 0 for s in evidence_records(rec, 3, labelled=False))     # prediction needs no label
     good = [r for r in unit_records if r["id"] != rec["id"]]
-    assert len(sentence_pool(good + [rec], 3, "s", max_skip_fraction=0.1)) == sum(
+    [pool] = sentence_pools([good + [rec]], 3, "s", max_skip_fraction=0.1)
+    assert len(pool) == sum(
         len(evidence_records(r, 3)) for r in good)
     with pytest.raises(DataError, match="1 of 2 records"):
-        sentence_pool([good[0], rec], 3, "s", max_skip_fraction=0.1)
+        sentence_pools([[good[0], rec]], 3, "s", max_skip_fraction=0.1)
 
 
 def test_the_evidence_pool_is_built_once_and_read_by_later_launches(unit_records, tmp_path, monkeypatch):
@@ -125,15 +126,35 @@ def test_the_evidence_pool_is_built_once_and_read_by_later_launches(unit_records
     broken = dict(next(r for r in unit_records if r["label"] == 1), hallucinated_sentences=["不在摘要里的句子。"],
                   spans=[])
     records = [r for r in unit_records if r["id"] != broken["id"]] + [broken]
-    first = sentence_pool(records, 3, "s", max_skip_fraction=0.5)
+    [first] = sentence_pools([records], 3, "s", max_skip_fraction=0.5)
     [stored] = (tmp_path / "evidence_pools").glob("*.json")
     assert json.loads(stored.read_text())["skipped"] == 1
     stored.write_text(json.dumps({**json.loads(stored.read_text()), "pool": first[:2]}))
-    assert sentence_pool(records, 3, "s", max_skip_fraction=0.5) == first[:2]    # read, not rebuilt
-    assert len(sentence_pool(records, 2, "s", max_skip_fraction=0.5)) == len(first)  # other settings: rebuilt
+    assert sentence_pools([records], 3, "s", max_skip_fraction=0.5) == [first[:2]]    # read, not rebuilt
+    assert len(sentence_pools([records], 2, "s", max_skip_fraction=0.5)[0]) == len(first)  # other settings: rebuilt
     for _ in range(2):                                # built, then read: the skip counts alike
         with pytest.raises(DataError, match="1 of 2 records"):
-            sentence_pool(records[-2:], 3, "s", max_skip_fraction=0.1)
+            sentence_pools([records[-2:]], 3, "s", max_skip_fraction=0.1)
+
+
+def test_a_later_stage_reads_the_pools_of_the_buckets_an_earlier_one_built(unit_records, tmp_path, monkeypatch):
+    """S -> S+M -> S+M+L: each bucket's pool is built once; skips count over the stage's buckets."""
+    import train.data
+
+    monkeypatch.setenv("HALLU_CACHE", str(tmp_path))
+    built = []
+    build = train.data._evidence_pool
+    monkeypatch.setattr(train.data, "_evidence_pool", lambda recs, *a: built.append(len(recs)) or build(recs, *a))
+    s, m, long_ = unit_records[:6], unit_records[6:10], unit_records[10:12]
+    assert len(sentence_pools([s], 3, "S", 0.0)) == 1 and built == [6]
+    pools = sentence_pools([s, m], 3, "S+M", 0.0)
+    assert built == [6, 4] and [p[0]["id"].split("#")[0] for p in pools] == [s[0]["id"], m[0]["id"]]
+    sentence_pools([s, m, long_], 3, "S+M+L", 0.0)
+    assert built == [6, 4, 2]
+    broken = dict(next(r for r in long_ if r["label"] == 1), hallucinated_sentences=["不在摘要里的句子。"], spans=[])
+    with pytest.raises(DataError, match="1 of 12 records"):
+        sentence_pools([s, m, [broken, *(r for r in long_ if r["id"] != broken["id"])]], 3, "S+M+L", 0.05)
+    assert len(sentence_pools([s, m, [broken]], 3, "S+M+L", 0.1)[2]) == 0      # 1 of 11: under the threshold
 
 
 def test_a_record_scores_its_most_suspicious_sentence():

@@ -85,6 +85,14 @@ def test_a_stage_takes_one_bucket_several_or_all():
     assert needed_buckets(["S"], ["L"], evaluates=False) == ["S"]
 
 
+def test_a_stage_over_several_buckets_takes_them_in_the_order_it_names(tokenizer):
+    records = [{**REC, "id": "m", "length_bucket": "M"}, {**REC, "id": "s", "length_bucket": "S"}]
+    samples, _ = stage_samples(records, _stage(bucket="S+M"), tokenizer, TASK, 0.0)
+    assert [x["id"] for x in samples] == ["s", "m"]
+    samples, _ = stage_samples(records, _stage(bucket="all"), tokenizer, TASK, 0.0)
+    assert [x["id"] for x in samples] == ["m", "s"]
+
+
 def test_plan_steps_epochs_and_caps():
     assert plan_stage(_stage(), 10, 2, 1, 1, 0, None).total_steps == 10          # 2 epochs x 5
     assert plan_stage(_stage(max_steps=100), 10, 2, 1, 1, 0, None).total_steps == 100

@@ -26,6 +26,7 @@ from data_builders.sources import (
     SOURCES,
     DataError,
     DataRequest,
+    bucket_parts,
     build_records,
     check_data_config,
     in_bucket,
@@ -188,43 +189,50 @@ def _evidence_pool(records: list[dict], k: int, unit: str) -> dict:
     return {"pool": pool, "skipped": skipped, "first": first}
 
 
-def sentence_pool(records: list[dict], k: int, stage: str, max_skip_fraction: float,
-                  unit: str = "sentence") -> list[dict]:
-    """The evidence records of `records` (one per response sentence); records whose hallucinated
-    sentence cannot be found in their response are skipped and counted. BM25 over every record takes
-    a while: the pool is cached (`data_builders.sample_cache.cached_json`), built by the first rank
-    that needs it and read by the others and by later launches."""
-    built = cached_json("evidence_pools", records, f"{EVIDENCE_VERSION}|{k}|{unit}",
-                        lambda: _evidence_pool(records, k, unit))
-    pool, skipped, first = built["pool"], built["skipped"], built["first"]
+def sentence_pools(parts: list[list[dict]], k: int, stage: str, max_skip_fraction: float,
+                   unit: str = "sentence") -> list[list[dict]]:
+    """The evidence records of each part of a stage's records (one per response sentence); records
+    whose hallucinated sentence cannot be found in their response are skipped and counted over all
+    parts. BM25 over every record takes a while: each part's pool is cached on its own
+    (`data_builders.sample_cache.cached_json`), built by the first rank that needs it and read by the
+    others, by later launches and by a later stage that takes the same bucket again."""
+    settings = f"{EVIDENCE_VERSION}|{k}|{unit}"
+    built = [cached_json("evidence_pools", part, settings, lambda part=part: _evidence_pool(part, k, unit))
+             for part in parts]
+    n, skipped = sum(map(len, parts)), sum(b["skipped"] for b in built)
+    first = next((b["first"] for b in built if b["first"]), None)
     if skipped:
-        print(f"curriculum stage {stage!r}: {skipped} of {len(records)} records skipped ({first})", flush=True)
-        if skipped / len(records) > max_skip_fraction:
-            raise DataError(f"curriculum stage {stage!r}: {skipped} of {len(records)} records have no sentence that "
+        print(f"curriculum stage {stage!r}: {skipped} of {n} records skipped ({first})", flush=True)
+        if skipped / n > max_skip_fraction:
+            raise DataError(f"curriculum stage {stage!r}: {skipped} of {n} records have no sentence that "
                             f"carries their label, above data.max_skip_fraction={max_skip_fraction}; first: {first}")
-    return pool
+    return [b["pool"] for b in built]
 
 
 def stage_samples(records: list[dict], stage: StageConfig, tokenizer, task: TaskConfig,
                   max_skip_fraction: float, packing: bool = False, num_proc: int = 1) -> tuple[list[dict], int]:
-    """Encoded samples of the stage's bucket; longer ones are skipped and counted, never truncated.
-    With `packing`, the samples come back packed into rows of up to max_seq_len tokens."""
-    pool = in_bucket(records, stage.bucket)
-    if not pool:
+    """Encoded samples of the stage's buckets, bucket by bucket in the order the stage names them
+    ("S+M": S's, then M's), each bucket's evidence and samples cached on their own: a curriculum's
+    S -> S+M -> S+M+L encodes each bucket once. Longer samples are skipped and counted, never
+    truncated. With `packing`, the samples come back packed into rows of up to max_seq_len tokens."""
+    parts = [part for part in (in_bucket(records, b) for b in bucket_parts(stage.bucket)) if part]
+    if not parts:
         raise DataError(f"curriculum stage {stage.name!r}: no training records in bucket {stage.bucket!r}")
     if task.evidence_sentences:
-        pool = sentence_pool(pool, task.evidence_sentences, stage.name, max_skip_fraction, task.evidence_unit)
+        parts = sentence_pools(parts, task.evidence_sentences, stage.name, max_skip_fraction, task.evidence_unit)
     if uses_pairs(tokenizer):
-        for rec in pool:
+        for rec in (r for part in parts for r in part):
             check_vocabulary(rec, tokenizer)
     settings = (f"{task.kind}|{task.template}|{task.head}|{task.response_lm}|{task.evidence_sentences}"
                 f"|{task.evidence_unit}")
-    encoded = encoded_samples(pool, encoder(task), tokenizer, settings, num_proc)
+    encode = encoder(task)
+    encoded = [s for part in parts if part for s in encoded_samples(part, encode, tokenizer, settings, num_proc)]
     samples = [s for s in encoded if len(s["input_ids"]) <= stage.max_seq_len]
-    skipped = len(pool) - len(samples)
-    if skipped / len(pool) > max_skip_fraction:
+    n = sum(map(len, parts))
+    skipped = n - len(samples)
+    if skipped / n > max_skip_fraction:
         raise DataError(
-            f"curriculum stage {stage.name!r}: {skipped} of {len(pool)} samples in bucket {stage.bucket!r} "
+            f"curriculum stage {stage.name!r}: {skipped} of {n} samples in bucket {stage.bucket!r} "
             f"are longer than max_seq_len={stage.max_seq_len}, above data.max_skip_fraction="
             f"{max_skip_fraction}. Raise the stage's max_seq_len or rebuild the data; samples are never truncated.")
     if packing:
