@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from data_builders.progress import progress as progress_of
 from data_builders.sources import in_bucket
-from models.generate import length_batches
+from models.generate import length_batches, unbatched_note
 from models.kinds import kind_of
 
 
@@ -45,8 +45,13 @@ def predict_records(model, tokenizer, records: list[dict], task, max_new_tokens:
     results: dict[int, list] = {i: [] for i in range(len(records))}
     left = Counter(owner)
     rows: dict[int, dict] = {}
+    prompts = [x["input_ids"] for x in inputs]
+    batches = length_batches(prompts, batch_size, spec.generates, batch_tokens)
+    note = unbatched_note(prompts, batches, batch_size) if spec.generates and progress else None
+    if note:
+        print(note, flush=True)
     with progress_of(total=len(records), desc="predict", unit="record", disable=not progress) as bar:
-        for batch in length_batches([x["input_ids"] for x in inputs], batch_size, spec.generates, batch_tokens):
+        for batch in batches:
             for j, res in zip(batch, spec.predict(model, tokenizer, [inputs[j] for j in batch], max_new_tokens)):
                 i = owner[j]
                 results[i].append(res)

@@ -7,7 +7,7 @@ import torch
 from eval.predict import predict_records
 from models.annotator import load_annotator
 from models.builders import resolve_model_path
-from models.generate import greedy_batch, greedy_completions, length_batches
+from models.generate import greedy_batch, greedy_completions, length_batches, unbatched_note
 
 RECORDS = [{"id": f"r{i}", "task": "summarization", "language": "zh", "source": "他走进了房间。" * (3 + 5 * i),
             "response": "他走了。" * (1 + i % 3), "label": i % 2} for i in range(6)]
@@ -24,6 +24,14 @@ def test_equal_length_batches_never_mix_lengths_and_respect_the_token_budget():
     assert length_batches(prompts, 8, equal_length=True) == [[1], [3], [0, 2, 4, 5]]
     assert length_batches(prompts, 8, max_tokens=18) == [[1, 3], [0, 2, 4, 5]]
     assert length_batches([[0] * 40], 8, max_tokens=18) == [[0]]     # a prompt over the budget still runs
+
+
+def test_a_judge_whose_prompts_all_differ_in_length_is_told_they_decode_alone():
+    varied, equal = [[0] * n for n in range(10, 30)], [[0] * 12 for _ in range(20)]
+    note = unbatched_note(varied, length_batches(varied, 8, equal_length=True), 8)
+    assert note is not None and "20 prompts of 20 lengths decode in 20 batches, not batches of 8" in note
+    assert unbatched_note(equal, length_batches(equal, 8, equal_length=True), 8) is None
+    assert unbatched_note(varied, length_batches(varied, 1, equal_length=True), 1) is None   # one at a time: as asked
 
 
 def test_greedy_batch_refuses_prompts_of_different_lengths(tokenizer):
