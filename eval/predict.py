@@ -47,7 +47,7 @@ def predict_records(model, tokenizer, records: list[dict], task, max_new_tokens:
     rows: dict[int, dict] = {}
     prompts = [x["input_ids"] for x in inputs]
     batches = length_batches(prompts, batch_size, spec.generates, batch_tokens)
-    note = unbatched_note(prompts, batches, batch_size) if spec.generates and progress else None
+    note = unbatched_note(prompts, batches, batch_size, batch_tokens) if spec.generates and progress else None
     if note:
         print(note, flush=True)
     with progress_of(total=len(records), desc="predict", unit="record", disable=not progress) as bar:

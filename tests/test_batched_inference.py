@@ -26,12 +26,16 @@ def test_equal_length_batches_never_mix_lengths_and_respect_the_token_budget():
     assert length_batches([[0] * 40], 8, max_tokens=18) == [[0]]     # a prompt over the budget still runs
 
 
-def test_a_judge_whose_prompts_all_differ_in_length_is_told_they_decode_alone():
-    varied, equal = [[0] * n for n in range(10, 30)], [[0] * 12 for _ in range(20)]
-    note = unbatched_note(varied, length_batches(varied, 8, equal_length=True), 8)
-    assert note is not None and "20 prompts of 20 lengths decode in 20 batches, not batches of 8" in note
+def test_a_judge_whose_prompts_differ_in_length_is_told_they_decode_in_small_batches():
+    paired = [[0] * (10 + i // 2) for i in range(40)]            # two prompts of each length, as RAGTruth's
+    note = unbatched_note(paired, length_batches(paired, 8, equal_length=True), 8)
+    assert note is not None and "40 prompts of 20 lengths decode in 20 batches where" in note
+    assert "prompts of any length would fill 5;" in note
+    equal = [[0] * 12 for _ in range(20)]
     assert unbatched_note(equal, length_batches(equal, 8, equal_length=True), 8) is None
-    assert unbatched_note(varied, length_batches(varied, 1, equal_length=True), 1) is None   # one at a time: as asked
+    assert unbatched_note(paired, length_batches(paired, 1, equal_length=True), 1) is None     # one at a time: as asked
+    budget = length_batches(paired, 8, equal_length=True, max_tokens=20)    # the token budget allows one a batch
+    assert unbatched_note(paired, budget, 8, batch_tokens=20) is None
 
 
 def test_greedy_batch_refuses_prompts_of_different_lengths(tokenizer):
