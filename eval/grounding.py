@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -42,6 +43,7 @@ SENTENCE_FEATURES = ("unsupported_share", "unsupported_words", "unsupported_numb
                      "unsupported_bigram_share", "log_words", "position", "is_first")
 SEMANTIC_FEATURES = ("max_similarity", "top3_similarity")   # with eval.grounding.embedder
 NEGATION_FEATURES = ("negations", "unmatched_negations")     # with eval.grounding.negation
+WORD_ODDS_FEATURES = ("unsupported_log_odds_sum", "unsupported_log_odds_min")   # with eval.grounding.word_odds
 NEGATION = re.compile(r"\b(?:not|no|never|nothing|none|nobody|neither|nor|without|cannot)\b|n['\u2019]t|[不没未无非]",
                       re.IGNORECASE)
 CONTEXT_FEATURES = ("log_sentences", "response_unsupported_share", "log_source_chars")
@@ -62,6 +64,7 @@ def task_type(rec: dict) -> str:
 class Sentence:
     span: tuple[int, int]
     features: list[float]
+    unsupported: tuple[str, ...] = ()     # its content words the source lacks, as compared (stemmed with stem)
 
 
 def _words(text: str, start: int = 0, end: int | None = None) -> list[str]:
@@ -85,18 +88,18 @@ def _stem(word: str) -> str:
     return _stemmer().stem(word) if word[0].isalpha() and word.isascii() else word
 
 
-def _sentence_features(response: str, span: tuple[int, int], index: int, count: int, vocabulary: set[str],
-                       bigrams: set[tuple[str, str]], stem: bool) -> list[float]:
+def _sentence(response: str, span: tuple[int, int], index: int, count: int, vocabulary: set[str],
+              bigrams: set[tuple[str, str]], stem: bool) -> Sentence:
     raw = [m.group() for m in WORD.finditer(response, *span)]
     words = [w.lower() for w in raw]
     content = [(r, _stem(w) if stem else w) for r, w in zip(raw, words) if w not in STOPWORDS]
     words = [_stem(w) for w in words] if stem else words
     unsupported = [(r, w) for r, w in content if w not in vocabulary]
     pairs = list(zip(words, words[1:]))
-    return [len(unsupported) / max(1, len(content)), len(unsupported),
-            sum(w[0].isdigit() for _, w in unsupported), sum(r[0].isupper() for r, _ in unsupported),
-            sum(p not in bigrams for p in pairs) / max(1, len(pairs)), math.log1p(len(content)),
-            index / count, float(index == 0)]
+    return Sentence(span, [len(unsupported) / max(1, len(content)), len(unsupported),
+                           sum(w[0].isdigit() for _, w in unsupported), sum(r[0].isupper() for r, _ in unsupported),
+                           sum(p not in bigrams for p in pairs) / max(1, len(pairs)), math.log1p(len(content)),
+                           index / count, float(index == 0)], tuple(w for _, w in unsupported))
 
 
 WORDS_ONLY = GroundingConfig()
@@ -119,8 +122,7 @@ def _sentences(rec: dict, config: GroundingConfig) -> tuple[list[Sentence], list
     source_words = [_stem(w) for w in _words(source)] if config.stem else _words(source)
     vocabulary, bigrams = set(source_words), set(zip(source_words, source_words[1:]))
     spans = unit_spans(response, rec.get("language", "en"), str(config.unit)) or [(0, len(response))]
-    out = [Sentence(s, _sentence_features(response, s, i, len(spans), vocabulary, bigrams, config.stem))
-           for i, s in enumerate(spans)]
+    out = [_sentence(response, s, i, len(spans), vocabulary, bigrams, config.stem) for i, s in enumerate(spans)]
     if config.embedder:
         for sentence, similar in zip(out, _similarities(rec, [s.span for s in out], config.embedder)):
             sentence.features += similar
@@ -207,6 +209,48 @@ class Linear:
         return cls(mean.tolist(), scale.tolist(), model.coef_[0].tolist(), float(model.intercept_[0]))
 
 
+Held = tuple[Counter, Counter, tuple[int, int]]   # one source's responses: its words' counts by label, and theirs
+
+
+@dataclass
+class WordOdds:
+    """Which unsupported words mark a hallucinated response, learned from the train split: each word's smoothed
+    log-odds of standing unsupported in a hallucinated training response against a faithful one. SummEdits'
+    faithful edits paraphrase with words its documents never use ("requests", "examining"), its unfaithful ones
+    bring new things ("ghee", "Greece"): the counts alone cannot tell these apart, their words can."""
+    hallucinated: dict[str, int]    # in how many hallucinated training responses the word stands unsupported
+    faithful: dict[str, int]        # ... and in how many faithful ones
+    responses: tuple[int, int]      # hallucinated, faithful training responses
+    smoothing: float = 1.0          # pseudo-responses drawn toward the prior
+
+    def log_odds(self, word: str, held_out: Held | None = None) -> float:
+        (h, f), (n_h, n_f) = (self.hallucinated.get(word, 0), self.faithful.get(word, 0)), self.responses
+        if held_out:
+            h, f = h - held_out[0][word], f - held_out[1][word]
+            n_h, n_f = n_h - held_out[2][0], n_f - held_out[2][1]
+        prior, a = min(0.99, max(0.01, n_h / max(1, n_h + n_f))), self.smoothing
+        return math.log((h + a * prior) / (n_h + a)) - math.log((f + a * (1 - prior)) / (n_f + a))
+
+    def features(self, words: tuple[str, ...], held_out: Held | None = None) -> list[float]:
+        odds = [self.log_odds(w, held_out) for w in words]
+        return [sum(odds), min(odds, default=0.0)]
+
+    @classmethod
+    def fit(cls, train: list[dict], config: GroundingConfig) -> tuple[WordOdds, dict[int, Held]]:
+        """The table, and each training source's own counts: a training response's features leave out every
+        response of its source (SummEdits' 30 edits of one seed summary share its words), as a test one's
+        never saw them."""
+        by_source: dict[int, Held] = {}
+        for rec in train:
+            h, f, (n_h, n_f) = by_source.get(hash(rec["source"]), (Counter(), Counter(), (0, 0)))
+            (h if rec["label"] else f).update({w for s in sentences(rec, config)[0] for w in s.unsupported})
+            by_source[hash(rec["source"])] = h, f, (n_h + bool(rec["label"]), n_f + (not rec["label"]))
+        h, f = sum((held[0] for held in by_source.values()), Counter()), sum((held[1] for held in by_source.values()),
+                                                                               Counter())
+        responses = (sum(held[2][0] for held in by_source.values()), sum(held[2][1] for held in by_source.values()))
+        return cls(dict(h), dict(f), responses), by_source
+
+
 @dataclass
 class GroundingModel:
     task_types: list[str]
@@ -216,6 +260,7 @@ class GroundingModel:
     threshold: float = 0.5           # response: hallucinated when its probability reaches it
     span_threshold: float = 0.5      # a unit of a hallucinated response is marked when its probability reaches it
     thresholds_by: dict | None = None    # {"field": a record path, "values": {value: threshold}} (eval.threshold_by)
+    word_odds: WordOdds | None = None    # eval.grounding.word_odds, where the train split has both labels
 
     def threshold_of(self, rec: dict) -> float:
         """The response threshold of a record: its group's (`eval.threshold_by`), else the overall one."""
@@ -229,11 +274,14 @@ class GroundingModel:
     def _task(self, rec: dict) -> list[float]:
         return [float(task_type(rec) == t) for t in self.task_types]
 
-    def sentence_matrix(self, rec: dict) -> tuple[list[Sentence], np.ndarray, np.ndarray]:
-        """The units, their sentence-model rows, and the record's response-model row."""
+    def sentence_matrix(self, rec: dict, held_out: Held | None = None) -> tuple[list[Sentence], np.ndarray, np.ndarray]:
+        """The units, their sentence-model rows, and the record's response-model row (a training record's
+        word odds without its source's responses: `held_out`)."""
         found, context = sentences(rec, self.config)
-        rows = np.array([s.features + context + self._task(rec) for s in found], dtype=float)
-        own = np.array([s.features for s in found], dtype=float)
+        units = [s.features + (self.word_odds.features(s.unsupported, held_out) if self.word_odds else [])
+                 for s in found]
+        rows = np.array([u + context + self._task(rec) for u in units], dtype=float)
+        own = np.array(units, dtype=float)
         return found, rows, np.concatenate([own.max(0), own.mean(0), context, self._task(rec)])
 
     def scores(self, rec: dict) -> tuple[float, list[list]]:
@@ -262,7 +310,7 @@ class GroundingModel:
 
     def save(self, path: Path, provenance: dict) -> None:
         """The model as JSON: thresholds with where they came from, and each weight beside its feature."""
-        own = sentence_features(self.config)
+        own = sentence_features(self.config) + (WORD_ODDS_FEATURES if self.word_odds else ())
         names = {"sentence": [*own, *CONTEXT_FEATURES, *self.task_types],
                  "response": [*(f"max_{f}" for f in own), *(f"mean_{f}" for f in own), *CONTEXT_FEATURES,
                               *self.task_types]}
@@ -271,6 +319,7 @@ class GroundingModel:
                 "task_types": self.task_types, "embedder": self.config.embedder, "unit": str(self.config.unit),
                 "lm": self.config.lm, "lm_source_tokens": self.config.lm_source_tokens,
                 "negation": self.config.negation, "stem": self.config.stem,
+                "word_odds": self.word_odds and {**vars(self.word_odds), "features": WORD_ODDS_FEATURES},
                 **{part: {**vars(getattr(self, part)), "features": names[part]} if getattr(self, part) else None
                    for part in names}}
         path.write_text(json.dumps(body, indent=1, ensure_ascii=False), encoding="utf-8")
@@ -284,14 +333,17 @@ def fit(train: list[dict], config: GroundingConfig = WORDS_ONLY) -> GroundingMod
     """The regressions the training records allow (thresholds 0.5 until chosen on validation): the unit
     model where some training unit overlaps a gold span, the response model where both labels occur."""
     model = GroundingModel(sorted({task_type(r) for r in train}), config)
+    labels = [int(r["label"]) for r in train]
+    held_out = {}
+    if config.word_odds and len(set(labels)) == 2:
+        model.word_odds, held_out = WordOdds.fit(train, config)
     unit_x, unit_y, response_x = [], [], []
     words_only = config.embedder is None and config.lm is None      # fast: no progress lines
     for rec in progress(train, desc="grounding features (train)", disable=words_only):
-        found, rows, response_row = model.sentence_matrix(rec)
+        found, rows, response_row = model.sentence_matrix(rec, held_out.get(hash(rec["source"])))
         unit_x.append(rows)
         unit_y += gold_sentence_labels(rec, found) if rec["label"] else [0] * len(found)
         response_x.append(response_row)
-    labels = [int(r["label"]) for r in train]
     if len(set(unit_y)) == 2:           # else no gold spans (SummEdits, say): no spans marked
         model.sentence = Linear.fit(np.concatenate(unit_x), np.array(unit_y), config.c)
     if len(set(labels)) == 2:           # else every record hallucinated (UHGEval): its spans decide

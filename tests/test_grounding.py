@@ -13,6 +13,7 @@ from configs.schema import GroundingConfig
 from eval.grounding import (
     SENTENCE_FEATURES,
     GroundingError,
+    WordOdds,
     _source_embeddings,
     fit,
     gold_sentence_labels,
@@ -154,6 +155,56 @@ def test_when_every_training_record_is_hallucinated_the_marked_spans_decide():
     rows = [(model.predict(r), r) for r in synthetic(40, 1)]
     assert model.response is None and all(row["label"] == int(bool(row["spans"])) for row, _ in rows)
     assert sum(row["label"] == r["label"] for row, r in rows) >= 32
+
+
+PEOPLE = ["Ann", "Mike", "Ravi", "Lena", "Tomas", "Ines", "Yuki", "Omar", "Petra", "Karl"]
+FOODS = ["butter", "bread", "rice", "cheese", "apples", "coffee", "honey", "flour", "pasta", "lemons"]
+PARAPHRASES = ["requests", "tells", "reminds", "urges", "wants", "begs"]
+NEW_THINGS = ["ghee", "margarine", "caviar", "truffles", "saffron", "oysters"]
+
+
+def edits(n: int, seed: int) -> list[dict]:
+    """SummEdits in small: a faithful edit swaps "asks" for a paraphrase the source never uses, an unfaithful
+    one swaps the food for one it never mentions. One unsupported word in the same place either way: the
+    counts are the same, only the word differs."""
+    rng, out = random.Random(seed), []
+    for i in range(n):
+        a, b = rng.sample(PEOPLE, 2)
+        food, label = rng.choice(FOODS), i % 2
+        source = f"On day {seed}-{i}, {a} asks {b} to buy {food} at the market. {b} agrees."
+        verb, said = (("asks", rng.choice(NEW_THINGS)) if label else (rng.choice(PARAPHRASES), food))
+        out.append({"id": f"e{seed}-{i}", "task": "summarization", "language": "en", "source": source,
+                    "response": f"{a} {verb} {b} to buy {said} at the market.", "label": label, "spans": [],
+                    "meta": {"task_type": "Summary"}})
+    return out
+
+
+def test_word_odds_tell_a_paraphrase_from_a_new_thing_where_the_counts_cannot(tmp_path):
+    train, test = edits(120, 0), edits(60, 1)
+
+    def accuracy(model) -> float:
+        return sum(model.predict(r)["label"] == r["label"] for r in test) / len(test)
+
+    assert accuracy(fit(train)) <= 0.65
+    model = fit(train, GroundingConfig(word_odds=True))
+    assert accuracy(model) >= 0.9
+    model.save(tmp_path / "grounding.json", {})
+    saved = json.loads((tmp_path / "grounding.json").read_text())
+    assert "max_unsupported_log_odds_sum" in saved["response"]["features"]
+    assert set(saved["word_odds"]["hallucinated"]) == {"ghee", "margarine", "caviar", "truffles", "saffron", "oysters"}
+
+
+def test_a_training_response_reads_word_odds_without_its_own_source():
+    """A word only one training source's responses use tells its own responses nothing: a test response
+    never has its own source in the table."""
+    train = edits(40, 0)
+    said = train[1]["response"].rsplit(" ", 4)[0]          # "... to buy", its food left out
+    lonely = {**train[1], "id": "lonely", "response": f"{said} kumquats at the market."}
+    odds, held = WordOdds.fit([*train, lonely], GroundingConfig())
+    own = held[hash(lonely["source"])]
+    assert odds.log_odds("kumquats") > 0.5
+    assert odds.log_odds("kumquats", own) == pytest.approx(odds.log_odds("never-used", own))
+    assert odds.log_odds("ghee", own) > 0.5
 
 
 def _task_type(records: list[dict], name: str) -> list[dict]:
