@@ -155,6 +155,8 @@ def test_a_later_stage_reads_the_pools_of_the_buckets_an_earlier_one_built(unit_
     with pytest.raises(DataError, match="1 of 12 records"):
         sentence_pools([s, m, [broken, *(r for r in long_ if r["id"] != broken["id"])]], 3, "S+M+L", 0.05)
     assert len(sentence_pools([s, m, [broken]], 3, "S+M+L", 0.1)[2]) == 0      # 1 of 11: under the threshold
+    with pytest.raises(DataError, match=r"1 of 1 records .*\(none left to train on\)"):
+        sentence_pools([[broken]], 3, "S+M+L", max_skip_fraction=1.0)      # every one skipped: refused all the same
 
 
 def test_a_record_scores_its_most_suspicious_sentence():

@@ -203,9 +203,10 @@ def sentence_pools(parts: list[list[dict]], k: int, stage: str, max_skip_fractio
     first = next((b["first"] for b in built if b["first"]), None)
     if skipped:
         print(f"curriculum stage {stage!r}: {skipped} of {n} records skipped ({first})", flush=True)
-        if skipped / n > max_skip_fraction:
+        if skipped == n or skipped / n > max_skip_fraction:
             raise DataError(f"curriculum stage {stage!r}: {skipped} of {n} records have no sentence that "
-                            f"carries their label, above data.max_skip_fraction={max_skip_fraction}; first: {first}")
+                            f"carries their label, above data.max_skip_fraction={max_skip_fraction} or every one "
+                            f"(none left to train on); first: {first}")
     return [b["pool"] for b in built]
 
 
