@@ -236,8 +236,8 @@ class GroundingConfig:
                                        # more it has than its closest source sentence (by shared words)
     stem: bool = False                 # compares Latin-script words by their Snowball (English) stems: "companies"
                                        # is supported by "company" (default: the words as written)
-    word_odds: bool = False            # adds each unit's unsupported words' log-odds of marking a hallucinated train
-                                       # response (their sum and least; learned per fold, its sources left out)
+    word_odds: bool = False            # adds to the response model each unit's unsupported words' log-odds of marking a
+                                       # hallucinated train response (sum, least; learnt per fold, sources left out)
     threshold: float | None = None     # the response's; default: chosen on validation for eval.threshold_for
     span_threshold: float | None = None   # a sentence's; default: chosen on validation for character F1
 

@@ -275,13 +275,13 @@ class GroundingModel:
         return [float(task_type(rec) == t) for t in self.task_types]
 
     def sentence_matrix(self, rec: dict, held_out: Held | None = None) -> tuple[list[Sentence], np.ndarray, np.ndarray]:
-        """The units, their sentence-model rows, and the record's response-model row (a training record's
-        word odds without its source's responses: `held_out`)."""
+        """The units, their sentence-model rows, and the record's response-model row. Word odds, learnt from
+        responses' labels, join the response model only (a training record's without its source's responses:
+        `held_out`)."""
         found, context = sentences(rec, self.config)
-        units = [s.features + (self.word_odds.features(s.unsupported, held_out) if self.word_odds else [])
-                 for s in found]
-        rows = np.array([u + context + self._task(rec) for u in units], dtype=float)
-        own = np.array(units, dtype=float)
+        rows = np.array([s.features + context + self._task(rec) for s in found], dtype=float)
+        own = np.array([s.features + (self.word_odds.features(s.unsupported, held_out) if self.word_odds else [])
+                        for s in found], dtype=float)
         return found, rows, np.concatenate([own.max(0), own.mean(0), context, self._task(rec)])
 
     def scores(self, rec: dict) -> tuple[float, list[list]]:
@@ -310,9 +310,10 @@ class GroundingModel:
 
     def save(self, path: Path, provenance: dict) -> None:
         """The model as JSON: thresholds with where they came from, and each weight beside its feature."""
-        own = sentence_features(self.config) + (WORD_ODDS_FEATURES if self.word_odds else ())
+        own = sentence_features(self.config)
+        odds = WORD_ODDS_FEATURES if self.word_odds else ()
         names = {"sentence": [*own, *CONTEXT_FEATURES, *self.task_types],
-                 "response": [*(f"max_{f}" for f in own), *(f"mean_{f}" for f in own), *CONTEXT_FEATURES,
+                 "response": [*(f"max_{f}" for f in own + odds), *(f"mean_{f}" for f in own + odds), *CONTEXT_FEATURES,
                               *self.task_types]}
         body = {"threshold": self.threshold, "span_threshold": self.span_threshold,
                 "thresholds_by": self.thresholds_by, **provenance,
