@@ -10,7 +10,9 @@ sentence overlaps a gold span) marks spans; a response model (the sentences' fea
 and mean) decides the response. With `eval.grounding.embedder` each sentence also gets its similarity to
 the closest source sentences; with `eval.grounding.lm` what a causal LM expects of its tokens with and
 without the source (eval/lm_evidence.py); with `eval.grounding.negation` its negation cues against its
-closest source sentence's. Thresholds are chosen on the validation split: the response's for
+closest source sentence's; with `eval.grounding.word_odds` the response model also reads how often its
+unsupported words stood unsupported in hallucinated training responses against faithful ones
+(`WordOdds`). Thresholds are chosen on the validation split: the response's for
 `eval.threshold_for` (balanced accuracy, or F1; per task type with `eval.threshold_by`), the spans' for
 character F1 (`eval/thresholds.py`). Words are Latin-script words, numbers, and single CJK characters,
 so Chinese and Japanese are read character by character; with `eval.grounding.stem` a Latin-script word is
