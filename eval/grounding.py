@@ -244,13 +244,20 @@ class WordOdds:
         never saw them."""
         by_source: dict[int, Held] = {}
         for rec in train:
-            h, f, (n_h, n_f) = by_source.get(hash(rec["source"]), (Counter(), Counter(), (0, 0)))
+            h, f, (n_h, n_f) = by_source.get(cls.source_of(rec), (Counter(), Counter(), (0, 0)))
             (h if rec["label"] else f).update({w for s in sentences(rec, config)[0] for w in s.unsupported})
-            by_source[hash(rec["source"])] = h, f, (n_h + bool(rec["label"]), n_f + (not rec["label"]))
-        h, f = sum((held[0] for held in by_source.values()), Counter()), sum((held[1] for held in by_source.values()),
-                                                                               Counter())
-        responses = (sum(held[2][0] for held in by_source.values()), sum(held[2][1] for held in by_source.values()))
-        return cls(dict(h), dict(f), responses), by_source
+            by_source[cls.source_of(rec)] = h, f, (n_h + bool(rec["label"]), n_f + (not rec["label"]))
+        hallucinated, faithful, responses = Counter(), Counter(), (0, 0)
+        for h, f, (n_h, n_f) in by_source.values():
+            hallucinated.update(h)
+            faithful.update(f)
+            responses = (responses[0] + n_h, responses[1] + n_f)
+        return cls(dict(hallucinated), dict(faithful), responses), by_source
+
+    @staticmethod
+    def source_of(rec: dict) -> int:
+        """The key of a record's source among the held-out counts (one process: fitted and read together)."""
+        return hash(rec["source"])
 
 
 @dataclass
@@ -343,7 +350,7 @@ def fit(train: list[dict], config: GroundingConfig = WORDS_ONLY) -> GroundingMod
     unit_x, unit_y, response_x = [], [], []
     words_only = config.embedder is None and config.lm is None      # fast: no progress lines
     for rec in progress(train, desc="grounding features (train)", disable=words_only):
-        found, rows, response_row = model.sentence_matrix(rec, held_out.get(hash(rec["source"])))
+        found, rows, response_row = model.sentence_matrix(rec, held_out.get(WordOdds.source_of(rec)))
         unit_x.append(rows)
         unit_y += gold_sentence_labels(rec, found) if rec["label"] else [0] * len(found)
         response_x.append(response_row)

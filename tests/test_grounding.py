@@ -201,7 +201,7 @@ def test_a_training_response_reads_word_odds_without_its_own_source():
     said = train[1]["response"].rsplit(" ", 4)[0]          # "... to buy", its food left out
     lonely = {**train[1], "id": "lonely", "response": f"{said} kumquats at the market."}
     odds, held = WordOdds.fit([*train, lonely], GroundingConfig())
-    own = held[hash(lonely["source"])]
+    own = held[WordOdds.source_of(lonely)]
     assert odds.log_odds("kumquats") > 0.5
     assert odds.log_odds("kumquats", own) == pytest.approx(odds.log_odds("never-used", own))
     assert odds.log_odds("ghee", own) > 0.5

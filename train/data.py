@@ -204,9 +204,9 @@ def sentence_pools(parts: list[list[dict]], k: int, stage: str, max_skip_fractio
     if skipped:
         print(f"curriculum stage {stage!r}: {skipped} of {n} records skipped ({first})", flush=True)
         if skipped == n or skipped / n > max_skip_fraction:
+            why = "(none left to train on)" if skipped == n else f"above data.max_skip_fraction={max_skip_fraction}"
             raise DataError(f"curriculum stage {stage!r}: {skipped} of {n} records have no sentence that "
-                            f"carries their label, above data.max_skip_fraction={max_skip_fraction} or every one "
-                            f"(none left to train on); first: {first}")
+                            f"carries their label, {why}; first: {first}")
     return [b["pool"] for b in built]
 
 
