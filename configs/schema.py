@@ -238,6 +238,9 @@ class GroundingConfig:
                                        # is supported by "company" (default: the words as written)
     word_odds: bool = False            # adds to the response model each unit's unsupported words' log-odds of marking a
                                        # hallucinated train response (sum, least; learnt per fold, sources left out)
+    cross_fit_by: str | None = None    # a record field (meta.domain): thresholds chosen on the train and val splits'
+                                       # scores, each value's by a model fitted on the others' (a test part that is a
+                                       # whole group, data.fold_by); the model then fits on both. Default: validation
     threshold: float | None = None     # the response's; default: chosen on validation for eval.threshold_for
     span_threshold: float | None = None   # a sentence's; default: chosen on validation for character F1
 

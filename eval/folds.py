@@ -42,8 +42,12 @@ def pool_folds(scorer_name: Scorer, folds: int, bertscore: BertScoreConfig, run_
     gold, predictions, per_fold = [], {}, []
     for i in range(folds):
         gold += read_records(run_dir / "folds" / f"fold_{i}" / "test.jsonl")
-        predictions.update({row["id"]: row for row in read_jsonl(run_dir / f"fold_{i}" / "eval" / "predictions.jsonl")})
+        rows = read_jsonl(run_dir / f"fold_{i}" / "eval" / "predictions.jsonl")
+        predictions.update({row["id"]: row for row in rows})
         per_fold.append(json.loads((run_dir / f"fold_{i}" / "eval" / metrics_file).read_text(encoding="utf-8")))
+        thresholds = {row["threshold"] for row in rows if row.get("threshold") is not None}
+        if len(thresholds) == 1:        # a method prepared on the fold (grounding, nli) writes it on each row
+            per_fold[-1].setdefault("decision_threshold", thresholds.pop())
     metrics, rows = s.score(gold, predictions, bertscore)
     metrics["folds"] = per_fold
     out = run_dir / "eval"
@@ -55,12 +59,14 @@ def pool_folds(scorer_name: Scorer, folds: int, bertscore: BertScoreConfig, run_
 
 
 def fold_lines(s, per_fold: list[dict]) -> list[str]:
-    """The scorer's own table with a row (or rows) per fold and its decision threshold."""
+    """The scorer's own (first) table with a row (or rows) per fold and its decision threshold; the tables
+    after it (SummEdits' published systems) stay in each fold's own report."""
     lines = ["## Per fold (pooled above: each record scored once, by its fold's annotator)", ""]
     for i, m in enumerate(per_fold):
         header, rule, *rows = s.markdown(m)
         t = m.get("decision_threshold")
         if i == 0:
             lines += ["| fold | threshold " + header, "|---|---" + rule]
-        lines += [f"| {i} | {'-' if t is None else f'{t:.3f}'} " + row for row in rows if row.startswith("|")]
+        first_table = rows[:next((j for j, row in enumerate(rows) if not row.startswith("|")), len(rows))]
+        lines += [f"| {i} | {'-' if t is None else f'{t:.3f}'} " + row for row in first_table]
     return lines

@@ -14,7 +14,8 @@ closest source sentence's; with `eval.grounding.word_odds` the response model al
 unsupported words stood unsupported in hallucinated training responses against faithful ones
 (`WordOdds`). Thresholds are chosen on the validation split: the response's for
 `eval.threshold_for` (balanced accuracy, or F1; per task type with `eval.threshold_by`), the spans' for
-character F1 (`eval/thresholds.py`). Words are Latin-script words, numbers, and single CJK characters,
+character F1 (`eval/thresholds.py`); with `eval.grounding.cross_fit_by` on cross-fitted scores instead
+(`cross_fitted_scores`). Words are Latin-script words, numbers, and single CJK characters,
 so Chinese and Japanese are read character by character; with `eval.grounding.stem` a Latin-script word is
 compared by its Snowball stem (says / said / saying; companies / company).
 """
@@ -363,3 +364,25 @@ def fit(train: list[dict], config: GroundingConfig = WORDS_ONLY) -> GroundingMod
                              f"records there, or gold spans; found labels {sorted(set(labels))} in {len(train)} "
                              f"records and no span")
     return model
+
+
+def cross_fitted_scores(records: list[dict], config: GroundingConfig, by: str) -> dict[str, tuple]:
+    """Each record's `GroundingModel.scores` by a model fitted on the records of the other values of `by`
+    (a record path: meta.domain). A leave-one-domain-out test part is a domain no model saw; a validation
+    split drawn from the training domains is not, and its best threshold is not the test's."""
+    from eval.thresholds import field_value
+
+    groups: dict[str, list[dict]] = {}
+    for rec in records:
+        value = field_value(rec, by)
+        if value is None:
+            raise GroundingError(f"eval.grounding.cross_fit_by={by}: record {rec.get('id')!r} has no {by}")
+        groups.setdefault(str(value), []).append(rec)
+    if len(groups) < 2:
+        raise GroundingError(f"eval.grounding.cross_fit_by={by}: cross-fitting needs the train and val splits to "
+                             f"hold at least 2 values of {by}, found {sorted(groups)}")
+    scored = {}
+    for value, held in progress(groups.items(), desc=f"cross-fitting by {by}"):
+        model = fit([r for other, recs in groups.items() if other != value for r in recs], config)
+        scored.update({r["id"]: model.scores(r) for r in held})
+    return scored

@@ -377,33 +377,42 @@ class GroundingPredictor:
         return cls(cfg.eval.grounding, Inference.of(cfg.model, cfg.eval), cfg.data.root)
 
     def prepare(self, splits: dict[str, list[dict]], out: Path) -> None:
-        from eval.grounding import fit
-
         g, train = self.grounding, train_split(splits, self.data_root, "eval.method=grounding")
         for reader in filter(None, (g.embedder, g.lm)):
             print(f"grounding: reading the units of {len(train)} train records with {reader}", flush=True)
-        model = fit(train, g)
-        val = self.inference.validation(splits)
-        scored = {r["id"]: model.scores(r) for r in val}
-        response = self._response_threshold(model, val, scored)
+        model, fitted_on, val, scored, chosen_on = self._fitted(splits, train)
+        response = self._response_threshold(model, val, scored, chosen_on)
         span = (resolve_threshold(
             g.span_threshold, None, [r for r in val if r.get("spans")], None, what="hallucinated responses",
-            objective="character F1",
+            objective="character F1", chosen_on=chosen_on,
             choose=lambda recs: choose_span_threshold([scored[r["id"]][1] for r in recs],
                                                       [[(s["start"], s["end"]) for s in r["spans"]] for r in recs]))
                 if model.sentence else Threshold(DEFAULT, "unused: no gold spans in the train split, none marked"))
         model.threshold, model.span_threshold = response.value, span.value
         model.thresholds_by = self._group_thresholds(model, val, scored)
         model.save(out / "grounding.json", {"threshold_source": response.source, "span_threshold_source": span.source,
-                                            "train_records": len(splits["train"])})
+                                            "train_records": fitted_on})
         groups = model.thresholds_by and "; by {}: {}".format(model.thresholds_by["field"], ", ".join(
             f"{value} {t:.3f}" for value, t in model.thresholds_by["values"].items()))
-        print(f"grounding: fitted on {len(splits['train'])} train records; response threshold {response.value:.3f} "
+        print(f"grounding: fitted on {fitted_on} records; response threshold {response.value:.3f} "
               f"({response.source}){groups or ''}, span threshold {span.value:.3f} ({span.source})", flush=True)
         self.model = model
 
-    def _response_threshold(self, model, val: list[dict], scored: dict) -> Threshold:
-        """Configured, else chosen on the validation responses for `eval.threshold_for`."""
+    def _fitted(self, splits: dict[str, list[dict]], train: list[dict]) -> tuple:
+        """The model, how many records it fitted on, the records its thresholds are chosen on, their scores,
+        and what those records are: the validation split, or with `cross_fit_by` both splits cross-fitted."""
+        from eval.grounding import cross_fitted_scores, fit
+
+        g = self.grounding
+        if not g.cross_fit_by:
+            model, val = fit(train, g), self.inference.validation(splits)
+            return model, len(train), val, {r["id"]: model.scores(r) for r in val}, "validation split"
+        both = train + (splits.get("val") or [])
+        return (fit(both, g), len(both), both, cross_fitted_scores(both, g, g.cross_fit_by),
+                f"train and val splits cross-fitted by {g.cross_fit_by}")
+
+    def _response_threshold(self, model, val: list[dict], scored: dict, chosen_on: str) -> Threshold:
+        """Configured, else chosen on the validation responses (`chosen_on`) for `eval.threshold_for`."""
         if not model.response:
             return Threshold(DEFAULT, "unused: every train record is hallucinated, its marked spans decide")
         objective = self.inference.threshold_for
@@ -414,7 +423,7 @@ class GroundingPredictor:
         choose = None if objective == "balanced_accuracy" else (
             lambda recs: choose_threshold([r["label"] for r in recs], scores_of(recs), objective))
         return resolve_threshold(self.grounding.threshold, None, val, scores_of, what="responses", choose=choose,
-                                 objective=objective.upper())
+                                 objective=objective.upper(), chosen_on=chosen_on)
 
     def _group_thresholds(self, model, val: list[dict], scored: dict) -> dict | None:
         """A response threshold per value of `eval.threshold_by` (RAGTruth's task types), chosen on the

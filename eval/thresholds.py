@@ -94,11 +94,12 @@ def choose_span_threshold(token_probs: list[list[list]], gold_spans: list[list[t
 def resolve_threshold(configured: float | None, stored: Threshold | None, val_records: list[dict],
                       scores_of: Callable[[list[dict]], list[float]], default: float | None = DEFAULT,
                       what: str = "records", choose: Callable[[list[dict]], float] | None = None,
-                      objective: str = "balanced accuracy") -> Threshold:
+                      objective: str = "balanced accuracy", chosen_on: str = "validation split") -> Threshold:
     """The one precedence: a configured value, else a stored one (the export's, or a cache that
     matches the method), else one chosen on the validation records (best balanced accuracy of
-    `scores_of`, or `choose(records)` for another `objective`), else `default` (scores that are
-    probabilities), else an error (scores on another scale need a validation split)."""
+    `scores_of`, or `choose(records)` for another `objective`; `chosen_on` says what they are), else
+    `default` (scores that are probabilities), else an error (scores on another scale need a validation
+    split)."""
     if configured is not None:
         return Threshold(float(configured), "configured")
     if stored is not None:
@@ -107,7 +108,7 @@ def resolve_threshold(configured: float | None, stored: Threshold | None, val_re
         value = choose(val_records) if choose else choose_threshold([r["label"] for r in val_records],
                                                                     scores_of(val_records))
         chosen_for = f", for {objective}" if choose else ""          # balanced accuracy goes unsaid
-        return Threshold(value, f"validation split, {len(val_records)} {what}{chosen_for}")
+        return Threshold(value, f"{chosen_on}, {len(val_records)} {what}{chosen_for}")
     if default is not None:
         return Threshold(default, "default (no validation split, none stored)")
     raise ValueError("choosing a decision threshold needs a validation split, and there is none "

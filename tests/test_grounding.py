@@ -15,6 +15,7 @@ from eval.grounding import (
     GroundingError,
     WordOdds,
     _source_embeddings,
+    cross_fitted_scores,
     fit,
     gold_sentence_labels,
     sentence_features,
@@ -205,6 +206,60 @@ def test_a_training_response_reads_word_odds_without_its_own_source():
     assert odds.log_odds("kumquats") > 0.5
     assert odds.log_odds("kumquats", own) == pytest.approx(odds.log_odds("never-used", own))
     assert odds.log_odds("ghee", own) > 0.5
+
+
+def _domain(records: list[dict], name: str) -> list[dict]:
+    return [{**r, "id": f"{name}-{r['id']}", "meta": {**r["meta"], "domain": name}} for r in records]
+
+
+def test_cross_fitted_scores_come_from_a_model_that_never_saw_the_records_domain():
+    config = GroundingConfig(word_odds=True)
+    news, chat, talk = _domain(edits(40, 0), "news"), _domain(edits(40, 1), "chat"), _domain(edits(40, 2), "talk")
+    scored = cross_fitted_scores(news + chat + talk, config, "meta.domain")
+    assert set(scored) == {r["id"] for r in news + chat + talk}
+    unseen, everything = fit(news + talk, config), fit(news + chat + talk, config)
+    for rec in chat[:4]:
+        assert scored[rec["id"]][0] == pytest.approx(unseen.scores(rec)[0])
+        assert scored[rec["id"]][0] != pytest.approx(everything.scores(rec)[0])
+    with pytest.raises(GroundingError, match=r"cross_fit_by=meta.domain: record 'e9-0' has no meta.domain"):
+        cross_fitted_scores(news + edits(1, 9), config, "meta.domain")
+    with pytest.raises(GroundingError, match=r"at least 2 values of meta.domain, found \['news'\]"):
+        cross_fitted_scores(news, config, "meta.domain")
+
+
+def test_with_cross_fit_by_the_threshold_is_chosen_on_both_splits_cross_fitted(tmp_path):
+    from eval.predictors import GroundingPredictor, Inference
+    from eval.thresholds import choose_threshold
+
+    config = GroundingConfig(word_odds=True, cross_fit_by="meta.domain")
+    train, val = _domain(edits(40, 0), "news") + _domain(edits(40, 1), "chat"), _domain(edits(20, 2), "talk")
+    predictor = GroundingPredictor(config, Inference())
+    predictor.prepare({"train": train, "val": val}, tmp_path)
+    scored = cross_fitted_scores(train + val, config, "meta.domain")
+    both = train + val
+    assert predictor.model.threshold == pytest.approx(
+        choose_threshold([r["label"] for r in both], [scored[r["id"]][0] for r in both]))
+    saved = json.loads((tmp_path / "grounding.json").read_text())
+    assert saved["train_records"] == 100
+    assert saved["threshold_source"] == "train and val splits cross-fitted by meta.domain, 100 responses"
+
+
+def test_leave_one_domain_out_with_cross_fitted_thresholds_in_one_launch(tmp_path):
+    """+exp=summedits_grounding as a user runs it: each fold's threshold chosen on its two training domains
+    cross-fitted, shown beside the fold's row; the published systems stay in each fold's own report."""
+    records = [r for i, name in enumerate(("news", "samsum", "scitldr")) for r in _domain(edits(40, i), name)]
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    done = _run("+exp=summedits_grounding", f"data.root={data}", "data.folds=3", f"output_dir={tmp_path / 'run'}",
+                "eval.grounding.word_odds=true", "eval.grounding.cross_fit_by=meta.domain")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    pooled = json.loads((tmp_path / "run" / "eval" / "metrics.json").read_text())
+    assert pooled["n"] == 120 and pooled["balanced_acc"] > 0.85
+    saved = json.loads((tmp_path / "run" / "fold_0" / "eval" / "grounding.json").read_text())
+    assert saved["threshold_source"] == "train and val splits cross-fitted by meta.domain, 80 responses"
+    per_fold = (tmp_path / "run" / "eval" / "report.md").read_text().split("## Per fold")[1]
+    assert f"| 0 | {saved['threshold']:.3f} |" in per_fold and "SummaCConv" not in per_fold
 
 
 def _task_type(records: list[dict], name: str) -> list[dict]:
