@@ -122,6 +122,10 @@ def build_engine(cfg: SFTConfig, weights_dir: str, world_size: int, lr: float, t
     engine, *_ = deepspeed.initialize(
         model=model, optimizer=optimizer, model_parameters=model.parameters(), config=config,
         lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, schedule))
+    if world_size == 1 and optimizer is not None and engine.optimizer is optimizer:
+        # one rank, our optimizer unwrapped (no ZeRO, no bf16 master weights): DeepSpeed's gradient all-reduce
+        # would only copy every gradient into a flat buffer and back (7% of a SmolLM2 step at 512 tokens on CPU)
+        engine.enable_backward_allreduce = False
     return engine
 
 

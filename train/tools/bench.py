@@ -1,7 +1,7 @@
 """One benchmark command for the embedded tiny model on this machine's CPU.
 
     python -m train.tools.bench [--out bench.json] [--quick]
-    python -m train.tools.bench --model embedded:smollm2-135m [--steps 4]    # throughput only, S bucket (up to 6k)
+    python -m train.tools.bench --model embedded:smollm2-135m [--steps 4]    # throughput only, 512 and 2k
 
 Prints a table and writes JSON with: training throughput of our trainer against a plain
 PyTorch loop (same model, data, batch 1, fp32) at 2k and 16k; the padded fraction of S-bucket
@@ -51,8 +51,12 @@ def _median_after_warmup(rows: list[dict], key: str, stage: str) -> float:
     return statistics.median(values)
 
 
-TINY_LENGTHS = (2048, 16384)        # the tiny model's throughput stages; a real model's: REAL_LENGTHS
-REAL_LENGTHS = (6144,)              # never truncated: the S bucket, 4.5k-5.5k tokens in SmolLM2's tokenizer
+TINY_LENGTHS = (2048, 16384)        # the tiny model's throughput stages (whole sources); a real model's: REAL_STAGES
+# A real model's stages judge summary sentences, as SmolLM2 is trained (the trainer never truncates, and a
+# whole S-bucket source is 4.5k-5.5k SmolLM2 tokens): {max_seq_len: evidence sentences}, samples of
+# 190-420 and 1.7k-2.0k SmolLM2 tokens
+REAL_STAGES = {512: 3, 2048: 44}
+SENTENCE_TASK = "task=longnovel_evidence_generative"
 
 
 def _stage_name(length: int) -> str:
@@ -98,26 +102,31 @@ class PlainLoop:
 
 
 def throughput(work: Path, steps: int, long_steps: int, model: str | None = None,
-               lengths: tuple[int, ...] = TINY_LENGTHS) -> dict:
+               lengths: tuple[int, ...] = TINY_LENGTHS, evidence: dict[int, int] | None = None) -> dict:
     """Our trainer's step (DeepSpeed engine without ZeRO, response-only loss, the loop's own
     train_step) and the plain loop, alternating step by step on the same samples, so that
     machine noise hits both alike. Single process, every core, fp32, batch 1; `model` replaces
-    the embedded tiny model (the demo corpus is tokenised with its tokenizer)."""
+    the embedded tiny model (the demo corpus is tokenised with its tokenizer); `evidence` makes each
+    stage's samples summary sentences with that many evidence sentences ({max_seq_len: count})."""
     from data_builders.sources import build_records
     from eval.runner import data_request
     from models.builders import load_tokenizer, resolve_model_path
     from train.distributed import init_distributed, teardown
 
     torch.set_num_threads(CORES)
-    cfg = _compose(["deepspeed=none", _stages(steps, long_steps, lengths),
-                    *([f"model.name_or_path={model}"] if model else [])])
+    base = ["deepspeed=none", _stages(steps, long_steps, lengths), *([f"model.name_or_path={model}"] if model else [])]
+
+    def config_at(length: int):
+        return _compose(base + ([SENTENCE_TASK, f"task.evidence_sentences={evidence[length]}"] if evidence else []))
+
+    cfg = config_at(lengths[0])
     path = resolve_model_path(cfg.model.name_or_path)
     tok = load_tokenizer(path)
     records = build_records(cfg.data, data_request(cfg), tok)[0]["train"]
     info = init_distributed(1)
     try:
-        return {stage.name: _stage_throughput(cfg, path, tok, records, stage, n, info, work)
-                for stage, n in zip(cfg.curriculum.stages, _step_counts(steps, long_steps, lengths))}
+        return {stage.name: _stage_throughput(config_at(length), path, tok, records, stage, n, info, work)
+                for stage, n, length in zip(cfg.curriculum.stages, _step_counts(steps, long_steps, lengths), lengths)}
     finally:
         del info           # teardown() frees only groups nothing else holds
         teardown()
@@ -134,17 +143,19 @@ def _stage_throughput(cfg, path: str, tok, records: list[dict], stage, n: int, i
     engine = build_engine(cfg, path, 1, cfg.optim.lr, plan.total_steps)
     ctx = StageContext.of_stage(cfg, 0, stage, work, info, tok.pad_token_id)
     plain = PlainLoop(path, cfg.optim.lr)
-    ours_rate, plain_rate = [], []
+    ours_rate, plain_rate, lengths = [], [], []
     for k in range(plan.total_steps):
         t0 = time.perf_counter()
         tokens = train_step(engine, samples, plan, k, ctx)["tokens"]
         ours_rate.append(tokens / (time.perf_counter() - t0))
+        lengths.append(tokens)
         t0 = time.perf_counter()
         tokens = plain.step(samples[plan.rank_indices(k, 0)[0][0]])
         plain_rate.append(tokens / (time.perf_counter() - t0))
     release_engine(engine)
     ours, base = statistics.median(ours_rate[1:]), statistics.median(plain_rate[1:])
-    return {"ours_tokens_per_s": ours, "plain_tokens_per_s": base, "ratio": ours / base, "steps": plan.total_steps}
+    return {"ours_tokens_per_s": ours, "plain_tokens_per_s": base, "ratio": ours / base, "steps": plan.total_steps,
+            "median_tokens": statistics.median(lengths)}
 
 
 def _data_dir(work: Path) -> Path:
@@ -390,16 +401,17 @@ def table(r: dict) -> str:
 
 
 def throughput_rows(t: dict, model: str) -> list[str]:
-    return [f"| training tokens/s at {stage[1:]} ({model}): ours / plain loop | {s['ours_tokens_per_s']:,.0f} / "
-            f"{s['plain_tokens_per_s']:,.0f} (x{s['ratio']:.2f}) | >= 1.0 |" for stage, s in t.items()]
+    return [f"| training tokens/s at {stage[1:]} ({model}; samples of {s['median_tokens']:,.0f} tokens): ours / plain "
+            f"loop | {s['ours_tokens_per_s']:,.0f} / {s['plain_tokens_per_s']:,.0f} (x{s['ratio']:.2f}) | >= 1.0 |"
+            for stage, s in t.items()]
 
 
 def run_model(model: str, steps: int) -> dict:
-    """The throughput section alone, for a real model at REAL_LENGTHS (a 16k step of a 135M model on
-    2 CPU cores takes minutes)."""
+    """The throughput section alone, for a real model on sentence-level samples at REAL_STAGES (a 16k step of
+    a 135M model on 2 CPU cores takes minutes)."""
     with tempfile.TemporaryDirectory() as tmp:
         return {"machine": {"cpus": CORES, "torch": torch.__version__, "platform": sys.platform}, "model": model,
-                "throughput": throughput(Path(tmp), steps, steps, model, REAL_LENGTHS)}
+                "throughput": throughput(Path(tmp), steps, steps, model, tuple(REAL_STAGES), REAL_STAGES)}
 
 
 def run(quick: bool) -> dict:
@@ -433,10 +445,13 @@ def main() -> None:
     parser.add_argument("--out", default="bench.json")
     parser.add_argument("--quick", action="store_true", help="fewer steps, no sequence-parallel section")
     parser.add_argument("--model", help="only the throughput section, for this model (embedded:smollm2-135m or a "
-                                        "local directory), on the S bucket at up to 6k tokens")
+                                        "local directory), on summary sentences and their evidence at 512 and 2k")
     parser.add_argument("--steps", type=int, default=4,
-                        help="with --model: steps (the first is warm-up; a SmolLM2 step takes about a minute)")
+                        help="with --model: steps (the first is warm-up; a SmolLM2 step at 2k takes seconds)")
     args = parser.parse_args()
+    from train.quiet import quiet_libraries
+
+    quiet_libraries(verbose=False)        # no weight-loading bars in a log file
     result = run_model(args.model, args.steps) if args.model else run(args.quick)
     Path(args.out).write_text(json.dumps(result, indent=2))
     print("\n".join(["| measure | value | target |", "|---|---|---|",

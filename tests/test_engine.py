@@ -1,0 +1,41 @@
+"""The DeepSpeed engine of one rank: what it skips must not change a step."""
+import json
+import os
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+TWO_STEPS = """
+import json, torch
+from train.tools.bench import _compose
+from train.distributed import init_distributed
+from train.engine import build_engine
+from models.loss import token_loss_sum
+from models.builders import resolve_model_path
+
+cfg = _compose(["deepspeed=none", "trainer.loss_chunk_tokens=16"])
+init_distributed(1)
+ids = torch.randint(3, 100, (1, 64), generator=torch.Generator().manual_seed(0))
+batch = {"input_ids": ids, "shift_labels": ids, "position_ids": torch.arange(64)[None]}
+out = {}
+for reduce in (False, True):
+    torch.manual_seed(0)
+    engine = build_engine(cfg, resolve_model_path(cfg.model.name_or_path), 1, 1e-3, 2)
+    skipped = not engine.enable_backward_allreduce
+    engine.enable_backward_allreduce = reduce
+    for _ in range(2):
+        loss, _ = token_loss_sum(engine, batch)
+        engine.backward(loss)
+        engine.step()
+    out[str(reduce)] = {"skipped": skipped, "params": [p.detach().clone() for p in engine.module.parameters()]}
+same = all(torch.equal(a, b) for a, b in zip(out["False"]["params"], out["True"]["params"]))
+print(json.dumps({"skipped": out["False"]["skipped"], "same": same}))
+"""
+
+
+def test_one_rank_skips_deepspeeds_gradient_all_reduce_and_steps_the_same():
+    done = subprocess.run([sys.executable, "-c", TWO_STEPS], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"skipped": True, "same": True}
