@@ -18,19 +18,20 @@ cfg = _compose(["deepspeed=none", "trainer.loss_chunk_tokens=16"])
 init_distributed(1)
 ids = torch.randint(3, 100, (1, 64), generator=torch.Generator().manual_seed(0))
 batch = {"input_ids": ids, "shift_labels": ids, "position_ids": torch.arange(64)[None]}
-out = {}
+params = {}
 for reduce in (False, True):
     torch.manual_seed(0)
     engine = build_engine(cfg, resolve_model_path(cfg.model.name_or_path), 1, 1e-3, 2)
-    skipped = not engine.enable_backward_allreduce
+    if not reduce:
+        skipped = not engine.enable_backward_allreduce    # as build_engine left it
     engine.enable_backward_allreduce = reduce
     for _ in range(2):
         loss, _ = token_loss_sum(engine, batch)
         engine.backward(loss)
         engine.step()
-    out[str(reduce)] = {"skipped": skipped, "params": [p.detach().clone() for p in engine.module.parameters()]}
-same = all(torch.equal(a, b) for a, b in zip(out["False"]["params"], out["True"]["params"]))
-print(json.dumps({"skipped": out["False"]["skipped"], "same": same}))
+    params[reduce] = [p.detach().clone() for p in engine.module.parameters()]
+same = all(torch.equal(a, b) for a, b in zip(params[False], params[True]))
+print(json.dumps({"skipped": skipped, "same": same}))
 """
 
 

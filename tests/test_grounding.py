@@ -235,8 +235,8 @@ def test_with_cross_fit_by_the_threshold_is_chosen_on_both_splits_cross_fitted(t
     train, val = _domain(edits(40, 0), "news") + _domain(edits(40, 1), "chat"), _domain(edits(20, 2), "talk")
     predictor = GroundingPredictor(config, Inference())
     predictor.prepare({"train": train, "val": val}, tmp_path)
-    scored = cross_fitted_scores(train + val, config, "meta.domain")
     both = train + val
+    scored = cross_fitted_scores(both, config, "meta.domain")
     assert predictor.model.threshold == pytest.approx(
         choose_threshold([r["label"] for r in both], [scored[r["id"]][0] for r in both]))
     saved = json.loads((tmp_path / "grounding.json").read_text())

@@ -106,14 +106,16 @@ def throughput(work: Path, steps: int, long_steps: int, model: str | None = None
     """Our trainer's step (DeepSpeed engine without ZeRO, response-only loss, the loop's own
     train_step) and the plain loop, alternating step by step on the same samples, so that
     machine noise hits both alike. Single process, every core, fp32, batch 1; `model` replaces
-    the embedded tiny model (the demo corpus is tokenised with its tokenizer); `evidence` makes each
-    stage's samples summary sentences with that many evidence sentences ({max_seq_len: count})."""
+    the embedded tiny model (the demo corpus is tokenised with its tokenizer); `evidence`
+    ({max_seq_len: count}) replaces `lengths` with stages of summary sentences and that many evidence
+    sentences."""
     from data_builders.sources import build_records
     from eval.runner import data_request
     from models.builders import load_tokenizer, resolve_model_path
     from train.distributed import init_distributed, teardown
 
     torch.set_num_threads(CORES)
+    lengths = tuple(evidence) if evidence else lengths
     base = ["deepspeed=none", _stages(steps, long_steps, lengths), *([f"model.name_or_path={model}"] if model else [])]
 
     def config_at(length: int):
@@ -143,19 +145,19 @@ def _stage_throughput(cfg, path: str, tok, records: list[dict], stage, n: int, i
     engine = build_engine(cfg, path, 1, cfg.optim.lr, plan.total_steps)
     ctx = StageContext.of_stage(cfg, 0, stage, work, info, tok.pad_token_id)
     plain = PlainLoop(path, cfg.optim.lr)
-    ours_rate, plain_rate, lengths = [], [], []
+    ours_rate, plain_rate, step_tokens = [], [], []
     for k in range(plan.total_steps):
         t0 = time.perf_counter()
         tokens = train_step(engine, samples, plan, k, ctx)["tokens"]
         ours_rate.append(tokens / (time.perf_counter() - t0))
-        lengths.append(tokens)
+        step_tokens.append(tokens)
         t0 = time.perf_counter()
         tokens = plain.step(samples[plan.rank_indices(k, 0)[0][0]])
         plain_rate.append(tokens / (time.perf_counter() - t0))
     release_engine(engine)
     ours, base = statistics.median(ours_rate[1:]), statistics.median(plain_rate[1:])
     return {"ours_tokens_per_s": ours, "plain_tokens_per_s": base, "ratio": ours / base, "steps": plan.total_steps,
-            "median_tokens": statistics.median(lengths)}
+            "median_tokens": statistics.median(step_tokens)}
 
 
 def _data_dir(work: Path) -> Path:
@@ -411,7 +413,7 @@ def run_model(model: str, steps: int) -> dict:
     a 135M model on 2 CPU cores takes minutes)."""
     with tempfile.TemporaryDirectory() as tmp:
         return {"machine": {"cpus": CORES, "torch": torch.__version__, "platform": sys.platform}, "model": model,
-                "throughput": throughput(Path(tmp), steps, steps, model, tuple(REAL_STAGES), REAL_STAGES)}
+                "throughput": throughput(Path(tmp), steps, steps, model, evidence=REAL_STAGES)}
 
 
 def run(quick: bool) -> dict:
@@ -447,7 +449,7 @@ def main() -> None:
     parser.add_argument("--model", help="only the throughput section, for this model (embedded:smollm2-135m or a "
                                         "local directory), on summary sentences and their evidence at 512 and 2k")
     parser.add_argument("--steps", type=int, default=4,
-                        help="with --model: steps (the first is warm-up; a SmolLM2 step at 2k takes seconds)")
+                        help="with --model: steps (the first is warm-up; a SmolLM2 step at 2k takes about 25 s)")
     args = parser.parse_args()
     from train.quiet import quiet_libraries
 
