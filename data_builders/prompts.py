@@ -18,6 +18,9 @@ SENTENCE_CHECK = "sentence_check"   # one response sentence against its evidence
 # the document, "Yes" or "No" first. A judge's prompt for any response against its source (FaithBench
 # summaries, RAGTruth responses); "Yes" means faithful (eval.parsers.parse_consistency_answer).
 CONSISTENCY = "consistency"
+# UHGEval's keyword-level question (IAAR-Shanghai/UHGEval, is_kw_hallucinated.txt, Apache-2.0): is one
+# keyword of a news continuation true to reality; the answer starts "不符合现实" (hallucinated) or "符合现实".
+UHGEVAL_KEYWORD = "uhgeval_keyword"
 
 
 @cache
@@ -84,7 +87,8 @@ def template_for(record: dict, default: str) -> str:
 
 def render_messages(record: dict, template: str) -> list[dict]:
     """The chat prompt of `template`: LongNovel detection (`prompt_e`), ANAH annotation (`anah_*`), a
-    sentence against its evidence (`sentence_check`) or SummEdits' zero-shot question (`consistency`)."""
+    sentence against its evidence (`sentence_check`), SummEdits' zero-shot question (`consistency`) or
+    UHGEval's question about one keyword (`uhgeval_keyword`)."""
     template = template_for(record, template)
     if template.startswith("anah_"):
         from data_builders.anah import annotation_messages
@@ -94,6 +98,9 @@ def render_messages(record: dict, template: str) -> list[dict]:
         return sentence_check_messages(record)
     if template == CONSISTENCY:
         return consistency_messages(record)
+    if template == UHGEVAL_KEYWORD:
+        from data_builders.uhgeval import keyword_messages
+        return keyword_messages(record)
     return detection_messages(record, template)
 
 

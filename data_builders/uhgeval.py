@@ -9,6 +9,8 @@ beginning says nothing about it.
 """
 from __future__ import annotations
 
+from functools import cache
+from importlib import resources
 from pathlib import Path
 
 from data_builders.importer import Splits, importer, one_split
@@ -21,6 +23,32 @@ SEP, UNREASONABLE = "<sep>", "不合理"
 
 def uhgeval_source(row: dict) -> str:
     return f"《{row['headLine']}》\n{row['broadcastDate']}\n{row['newsBeginning']}"
+
+
+@cache
+def _keyword_prompt() -> str:
+    return resources.files("data_builders.prompt_texts").joinpath("uhgeval_is_kw_hallucinated.txt").read_text(
+        encoding="utf-8")
+
+
+def keyword_messages(record: dict) -> list[dict]:
+    """UHGEval's keyword question as its repository asks it: three worked examples, then the news beginning
+    (headline, date and beginning joined by a written backslash-n, as its template has them), the
+    continuation, and the keyword in triple quotes, which the answer completes. The keyword is
+    `meta.keyword` of a unit record (eval/keyword_judge.py); a source not in `uhgeval_source`'s shape goes
+    in whole as the headline."""
+    keyword = (record.get("meta") or {}).get("keyword")
+    if not keyword:
+        raise ValueError(f"record {record.get('id')!r}: the uhgeval_keyword template needs meta.keyword, the keyword "
+                         f"to judge")
+    parts = record["source"].split("\n", 2)
+    headline, date, beginning = ((parts[0][1:-1], parts[1], parts[2])
+                                 if len(parts) == 3 and parts[0].startswith("《") and parts[0].endswith("》")
+                                 else (record["source"], "", ""))
+    text = (_keyword_prompt().replace("[HEADLINE]", headline).replace("[DATE]", date)
+            .replace("[BEGINNING]", beginning).replace("[CONTINUATION]", record["response"])
+            .replace("[KEYWORD]", keyword))
+    return [{"role": "user", "content": text}]
 
 
 def keywords(row: dict, path: str, line: int) -> list[dict]:

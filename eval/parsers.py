@@ -119,3 +119,21 @@ def parse_consistency_answer(text: str) -> int | None:
     if _INCONSISTENT.search(first):
         return 1
     return 0 if _CONSISTENT.search(first) else None
+
+
+_KEYWORD_ECHO = re.compile(r'^(?:续写中的)?["“”\'\s]*(?P<kw>[^"“”]*?)["“”\'\s]*(?=不?符合现实)')
+
+
+def parse_uhgeval_keyword_answer(text: str, keyword: str) -> int | None:
+    """1 (hallucinated) / 0 from an answer to UHGEval's keyword question (the `uhgeval_keyword` template): it
+    starts "不符合现实" or "符合现实", as UHGEval reads it, after an echo of the question's own ending (续写中的
+    and the keyword in triple quotes) where a chat model repeats it; None otherwise."""
+    if not isinstance(text, str):
+        return None
+    t = text.strip()
+    echo = _KEYWORD_ECHO.match(t)
+    if echo and echo.group("kw") in ("", keyword):
+        t = t[echo.end():]
+    if t.startswith("不符合现实"):
+        return 1
+    return 0 if t.startswith("符合现实") else None

@@ -15,7 +15,7 @@ from transformers import AutoConfig
 from configs.schema import EvalConfig, GroundingConfig, ModelConfig, NliConfig, RagConfig, SFTConfig, TaskConfig
 from data_builders.collate import prompt_ids
 from data_builders.progress import progress
-from data_builders.prompts import CONSISTENCY, render_messages
+from data_builders.prompts import CONSISTENCY, UHGEVAL_KEYWORD, render_messages
 from data_builders.sources import train_split
 from eval.parsers import parse_consistency_answer
 from eval.predict import predict_records, select_eval_records
@@ -38,6 +38,7 @@ from models.export_spec import AnnotatorSpec
 from models.kinds import kind_of
 
 Write = Callable[[dict], None]
+KEYWORD_RECORDS = 64        # UHGEval items judged together (about 270 keyword prompts), then written
 
 
 def _single(rows: list) -> list[list]:
@@ -177,6 +178,8 @@ class AnnotatorPredictor:
         if self.thresholds_by:
             path = self.thresholds_by["field"]
             self._group_of.update({r["id"]: str(field_value(r, path)) for r in records})
+        if self.task.template == UHGEVAL_KEYWORD:
+            return self._keyword_rows(records, progress, on_result)
         if self.task.evidence_sentences:
             return self._sentence_rows(records, progress, on_result)
         return self._predicted(records, progress, lambda row: self._stamp(row, on_result))
@@ -233,6 +236,22 @@ class AnnotatorPredictor:
                             for i in flagged_sentences(row, self._threshold_of(r["id"]))]
             self._stamp(row, on_result)
             rows.append(row)
+        return rows
+
+    def _keyword_rows(self, records: list[dict], progress: bool | None, on_result: Write | None) -> list[dict]:
+        """Each record's row from its keywords' answers (eval/keyword_judge.py), KEYWORD_RECORDS records at a
+        time: their rows are written as they are done, so a stopped run continues from them."""
+        from eval.keyword_judge import keyword_row, keyword_units
+
+        rows = []
+        for at in range(0, len(records), KEYWORD_RECORDS):
+            part = records[at:at + KEYWORD_RECORDS]
+            units = {r["id"]: keyword_units(r) for r in part}
+            answered = {row["id"]: row for row in self._predicted([u for r in part for u in units[r["id"]]], progress)}
+            for r in part:
+                rows.append(keyword_row(r["id"], units[r["id"]], [answered[u["id"]] for u in units[r["id"]]]))
+                if on_result is not None:
+                    on_result(rows[-1])
         return rows
 
     def _vllm_rows(self, records: list[dict], on_result: Write | None) -> list[dict]:

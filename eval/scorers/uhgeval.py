@@ -1,9 +1,10 @@
 """UHGEval's keyword-level judgement (IAAR-Shanghai/UHGEval, `eval_disc_keyword.py`), written from its
 definition: per item, the first N unreasonable and the first N reasonable keywords, N the smaller
-of the two counts; a keyword is judged hallucinated when a predicted span overlaps it; the item's
-accuracy is the share judged right of those 2N; the figure is the mean over items. As the
-repository computes it, an item without such a pair (N = 0) scores 0 and counts; the mean over the
-items with a pair is shown beside it.
+of the two counts; a keyword is judged hallucinated when a predicted span overlaps it, or as a keyword
+judge answered (eval/keyword_judge.py; an answer it cannot read counts wrong); the item's accuracy is the
+share judged right of those 2N; the figure is the mean over items, an item without such a pair (N = 0)
+scoring 0. UHGEval's repository leaves out the items without a pair and those with an unreadable answer:
+the mean over the items it keeps is shown beside it.
 """
 from __future__ import annotations
 
@@ -23,21 +24,36 @@ def judged_hallucinated(keyword: dict, spans: list[tuple[int, int]]) -> bool:
     return keyword["start"] is not None and any(s < keyword["end"] and keyword["start"] < e for s, e in spans)
 
 
+def judged_keywords(chosen: list[dict], pred: dict | None) -> list[int | None] | None:
+    """Each chosen keyword's judgement (1 hallucinated, 0 not, None unreadable): a keyword judge's own answers
+    (`keyword_labels`, eval/keyword_judge.py), else whether a predicted span overlaps it; None without a
+    prediction."""
+    if pred is not None and "keyword_labels" in pred:
+        if pred.get("keywords") != [k["text"] for k in chosen]:
+            raise ValueError(f"prediction {pred.get('id')!r}: its keywords {pred.get('keywords')} are not the ones "
+                             f"UHGEval's metric reads for this item, {[k['text'] for k in chosen]}")
+        return pred["keyword_labels"]
+    spans = prediction_spans(pred)
+    return None if spans is None else [int(judged_hallucinated(k, spans)) for k in chosen]
+
+
 def score_uhgeval(gold: list[dict], preds: dict[str, dict], bertscore=None) -> tuple[dict, list[dict]]:
     rows = []
     for rec in gold:
         chosen = balanced_keywords(rec["meta"]["keywords"])
-        spans = prediction_spans(preds.get(rec["id"]))
-        judged = [judged_hallucinated(k, spans) for k in chosen] if spans is not None else None
-        right = sum(j == k["hallucinated"] for j, k in zip(judged or [], chosen))
+        judged = judged_keywords(chosen, preds.get(rec["id"]))
+        right = sum(j is not None and j == k["hallucinated"] for j, k in zip(judged or [], chosen))
         acc = right / len(chosen) if chosen and judged is not None else 0.0
         rows.append({"id": rec["id"], "keywords": len(chosen), "right": right, "acc": acc,
-                     "gold": 1, "pred": None if spans is None else int(bool(spans)),
+                     "unreadable": sum(j is None for j in judged or []),
+                     "gold": 1, "pred": None if judged is None else int(any(judged)),
                      "correct": judged is not None and right == len(chosen)})
-    paired = [r for r in rows if r["keywords"]]
+    # UHGEval leaves out an item without a pair, or with an answer it cannot read
+    valid = [r for r in rows if r["keywords"] and r["pred"] is not None and not r["unreadable"]]
     metrics = {"n": len(rows), "acc": sum(r["acc"] for r in rows) / len(rows),
-               "acc_paired": sum(r["acc"] for r in paired) / len(paired) if paired else None,
-               "n_paired": len(paired), "keywords_per_item": sum(r["keywords"] for r in rows) / len(rows),
+               "acc_paired": sum(r["acc"] for r in valid) / len(valid) if valid else None,
+               "n_paired": len(valid), "keywords_per_item": sum(r["keywords"] for r in rows) / len(rows),
+               "unreadable_keywords": sum(r["unreadable"] for r in rows),
                "parse_failures": sum(r["pred"] is None for r in rows),
                "missing_ids": [r["id"] for r in gold if r["id"] not in preds]}
     return metrics, rows
@@ -45,10 +61,10 @@ def score_uhgeval(gold: list[dict], preds: dict[str, dict], bertscore=None) -> t
 
 def uhgeval_markdown(m: dict) -> list[str]:
     acc = "-" if m["acc_paired"] is None else f"{100 * m['acc_paired']:.2f}"
-    return ["| items | keyword accuracy (UHGEval's mean) | items with a pair | accuracy over them | keywords per item "
-            "| without prediction |", "|---|---|---|---|---|---|",
+    return ["| items | keyword accuracy (mean over items) | items UHGEval keeps | accuracy over them "
+            "| keywords per item | unreadable answers | without prediction |", "|---|---|---|---|---|---|---|",
             f"| {m['n']} | {100 * m['acc']:.2f} | {m['n_paired']} | {acc} | {m['keywords_per_item']:.3f} | "
-            f"{m['parse_failures']} |"]
+            f"{m['unreadable_keywords']} | {m['parse_failures']} |"]
 
 
 def uhgeval_summary(m: dict) -> Summary:
