@@ -241,6 +241,11 @@ class GroundingConfig:
     cross_fit_by: str | None = None    # a record field (meta.domain): thresholds chosen on the train and val splits'
                                        # scores, each value's by a model fitted on the others' (a test part that is a
                                        # whole group, data.fold_by); the model then fits on both. Default: validation
+    choose_among: list[str] | None = None   # feature sets, each its on-flags joined by "+" (stem+word_odds; "plain":
+                                       # none of stem, negation, word_odds): each fold uses the one whose scores,
+                                       # cross-fitted over choose_folds groups (data.fold_by) of its train and val
+                                       # parts, rank them best (ROC AUC). Default: eval.grounding as set
+    choose_folds: int = 5              # inner folds of choose_among (at most the groups there are)
     threshold: float | None = None     # the response's; default: chosen on validation for eval.threshold_for
     span_threshold: float | None = None   # a sentence's; default: chosen on validation for character F1
 

@@ -366,6 +366,48 @@ def fit(train: list[dict], config: GroundingConfig = WORDS_ONLY) -> GroundingMod
     return model
 
 
+CHOOSABLE = ("stem", "negation", "word_odds")    # the flags eval.grounding.choose_among turns on or off
+
+
+def candidate_config(config: GroundingConfig, candidate: str) -> GroundingConfig:
+    """`config` with the flags `candidate` names on ("stem+word_odds") and the other CHOOSABLE ones off."""
+    from dataclasses import replace
+
+    named = set() if candidate == "plain" else set(candidate.split("+"))
+    unknown = sorted(named - set(CHOOSABLE))
+    if unknown:
+        raise GroundingError(f"eval.grounding.choose_among: {candidate!r} names {unknown}; expected flags among "
+                             f"{list(CHOOSABLE)} joined by '+', or 'plain' for none of them")
+    return replace(config, **{flag: flag in named for flag in CHOOSABLE}, choose_among=None)
+
+
+def choose_features(records: list[dict], config: GroundingConfig, by: str) -> tuple[GroundingConfig, dict]:
+    """The candidate of `config.choose_among` whose response scores rank `records` best (ROC AUC), each record
+    scored by a model fitted on the other `config.choose_folds` groups of `by` (data.fold_by), and every
+    candidate's AUC."""
+    from sklearn.metrics import roc_auc_score
+
+    from data_builders.folds import grouped_folds
+
+    folds = grouped_folds(records, min(config.choose_folds, len({group_of(r, by) for r in records})), by=by)
+    labels = [int(r["label"]) for r in records]
+    aucs = {}
+    for candidate in progress(config.choose_among, desc="choosing features"):
+        scored: dict[str, float] = {}
+        for fold in folds:
+            model = fit(fold["train"] + fold["val"], candidate_config(config, candidate))
+            scored.update({r["id"]: model.scores(r)[0] for r in fold["test"]})
+        aucs[candidate] = float(roc_auc_score(labels, [scored[r["id"]] for r in records]))
+    best = max(config.choose_among, key=aucs.__getitem__)     # the first listed among equals
+    return candidate_config(config, best), {"chosen": best, "roc_auc": aucs, "inner_folds": len(folds), "by": by}
+
+
+def group_of(rec: dict, by: str) -> str:
+    from data_builders.folds import group_key
+
+    return group_key(by)(rec)
+
+
 def cross_fitted_scores(records: list[dict], config: GroundingConfig, by: str) -> dict[str, tuple]:
     """Each record's `GroundingModel.scores` by a model fitted on the records of the other values of `by`
     (a record path: meta.domain). A leave-one-domain-out test part is a domain no model saw; a validation

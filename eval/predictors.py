@@ -385,18 +385,23 @@ class GroundingPredictor:
 
     tokenizer = None          # records are read as they are (data.source=records): nothing is tokenised
 
-    def __init__(self, grounding: GroundingConfig, inference: Inference, data_root: str | None = None):
-        self.grounding, self.inference, self.data_root = grounding, inference, data_root
+    def __init__(self, grounding: GroundingConfig, inference: Inference, data_root: str | None = None,
+                 fold_by: str = "source"):
+        self.grounding, self.inference, self.data_root, self.fold_by = grounding, inference, data_root, fold_by
+        self.choice: dict | None = None     # with eval.grounding.choose_among: what was chosen, and why
 
     @classmethod
     def from_config(cls, cfg: SFTConfig) -> GroundingPredictor:
         if cfg.data.source != "records":
             raise ValueError(f"eval.method=grounding reads records with a source and a response: it needs "
                              f"data.source=records, found data.source={cfg.data.source}")
-        return cls(cfg.eval.grounding, Inference.of(cfg.model, cfg.eval), cfg.data.root)
+        return cls(cfg.eval.grounding, Inference.of(cfg.model, cfg.eval), cfg.data.root, cfg.data.fold_by)
 
     def prepare(self, splits: dict[str, list[dict]], out: Path) -> None:
-        g, train = self.grounding, train_split(splits, self.data_root, "eval.method=grounding")
+        train = train_split(splits, self.data_root, "eval.method=grounding")
+        if self.grounding.choose_among:
+            self._choose(splits, train)
+        g = self.grounding
         for reader in filter(None, (g.embedder, g.lm)):
             print(f"grounding: reading the units of {len(train)} train records with {reader}", flush=True)
         model, fitted_on, val, scored, chosen_on = self._fitted(splits, train)
@@ -410,12 +415,21 @@ class GroundingPredictor:
         model.threshold, model.span_threshold = response.value, span.value
         model.thresholds_by = self._group_thresholds(model, val, scored)
         model.save(out / "grounding.json", {"threshold_source": response.source, "span_threshold_source": span.source,
-                                            "train_records": fitted_on})
+                                            "train_records": fitted_on, "features_chosen": self.choice})
         groups = model.thresholds_by and "; by {}: {}".format(model.thresholds_by["field"], ", ".join(
             f"{value} {t:.3f}" for value, t in model.thresholds_by["values"].items()))
         print(f"grounding: fitted on {fitted_on} records; response threshold {response.value:.3f} "
               f"({response.source}){groups or ''}, span threshold {span.value:.3f} ({span.source})", flush=True)
         self.model = model
+
+    def _choose(self, splits: dict[str, list[dict]], train: list[dict]) -> None:
+        """`eval.grounding.choose_among`: the fold's features, chosen on its train and val parts alone."""
+        from eval.grounding import choose_features
+
+        self.grounding, self.choice = choose_features(train + (splits.get("val") or []), self.grounding, self.fold_by)
+        print("grounding: features {} chosen ({} inner folds by {}; ROC AUC {})".format(
+            self.choice["chosen"], self.choice["inner_folds"], self.fold_by,
+            ", ".join(f"{c} {a:.4f}" for c, a in self.choice["roc_auc"].items())), flush=True)
 
     def _fitted(self, splits: dict[str, list[dict]], train: list[dict]) -> tuple:
         """The model, how many records it fitted on, the records its thresholds are chosen on, their scores,

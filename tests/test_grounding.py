@@ -15,6 +15,7 @@ from eval.grounding import (
     GroundingError,
     WordOdds,
     _source_embeddings,
+    candidate_config,
     cross_fitted_scores,
     fit,
     gold_sentence_labels,
@@ -260,6 +261,23 @@ def test_leave_one_domain_out_with_cross_fitted_thresholds_in_one_launch(tmp_pat
     assert saved["threshold_source"] == "train and val splits cross-fitted by meta.domain, 80 responses"
     per_fold = (tmp_path / "run" / "eval" / "report.md").read_text().split("## Per fold")[1]
     assert f"| 0 | {saved['threshold']:.3f} |" in per_fold and "SummaCConv" not in per_fold
+
+
+def test_choose_among_uses_the_features_that_rank_the_folds_own_records_best(tmp_path):
+    """The choice is made on the fold's train and val parts, cross-fitted over groups of sources: the word
+    odds rank SummEdits-like edits far better than the counts, and the fold's model then uses them."""
+    from eval.predictors import GroundingPredictor, Inference
+
+    config = GroundingConfig(choose_among=["plain", "stem", "word_odds"])
+    predictor = GroundingPredictor(config, Inference())
+    predictor.prepare({"train": edits(80, 0), "val": edits(20, 1)}, tmp_path)
+    assert predictor.grounding.word_odds and not predictor.grounding.stem and predictor.model.word_odds
+    chosen = json.loads((tmp_path / "grounding.json").read_text())["features_chosen"]
+    assert (chosen["chosen"], chosen["inner_folds"], chosen["by"]) == ("word_odds", 5, "source")
+    assert chosen["roc_auc"]["word_odds"] > 0.9 > max(chosen["roc_auc"]["plain"], chosen["roc_auc"]["stem"])
+    assert candidate_config(GroundingConfig(stem=True), "plain") == GroundingConfig()
+    with pytest.raises(GroundingError, match=r"'stem\+lemma' names \['lemma'\]; expected flags among"):
+        candidate_config(GroundingConfig(), "stem+lemma")
 
 
 def _task_type(records: list[dict], name: str) -> list[dict]:
