@@ -9,18 +9,23 @@ from __future__ import annotations
 import torch
 
 from data_builders.heads import head_of
-from data_builders.prompts import render_messages, render_target
+from data_builders.prompts import COMPLETION_TEMPLATES, render_messages, render_target, template_for
 
 IGNORE_INDEX = -100
 
 
 def prompt_text(record: dict, tokenizer, template: str) -> str:
-    return tokenizer.apply_chat_template(render_messages(record, template), tokenize=False,
-                                         add_generation_prompt=True)
+    messages = render_messages(record, template)
+    if template_for(record, template) in COMPLETION_TEMPLATES:
+        return messages[0]["content"]
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
 def prompt_ids(record: dict, tokenizer, template: str = "prompt_e") -> list[int]:
-    return tokenizer(prompt_text(record, tokenizer, template), add_special_tokens=False)["input_ids"]
+    """The prompt's token ids: the chat template's text as it is, or a plain-text prompt with the special tokens
+    the tokenizer adds by itself (a BOS where it has one), as `tokenizer.encode` gives them."""
+    plain = template_for(record, template) in COMPLETION_TEMPLATES
+    return tokenizer(prompt_text(record, tokenizer, template), add_special_tokens=plain)["input_ids"]
 
 
 def faithful_response_spans(record: dict) -> list[tuple[int, int]]:

@@ -21,6 +21,9 @@ CONSISTENCY = "consistency"
 # UHGEval's keyword-level question (IAAR-Shanghai/UHGEval, is_kw_hallucinated.txt, Apache-2.0): is one
 # keyword of a news continuation true to reality; the answer starts "不符合现实" (hallucinated) or "符合现实".
 UHGEVAL_KEYWORD = "uhgeval_keyword"
+# Prompts a local model reads as plain text, without its chat template, as their benchmark's own code gives them
+# (UHGEval's local models: `tokenizer.encode(query)`); a served judge gets the text as one user message.
+COMPLETION_TEMPLATES = frozenset({UHGEVAL_KEYWORD})
 
 
 @cache

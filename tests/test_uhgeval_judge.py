@@ -38,6 +38,18 @@ def test_the_question_is_uhgevals_with_the_items_beginning_continuation_and_keyw
         render_messages({**units[0], "meta": {}}, UHGEVAL_KEYWORD)
 
 
+def test_in_process_the_question_is_plain_text_as_uhgevals_local_models_read_it(tmp_path):
+    from data_builders.collate import prompt_ids, prompt_text
+    from models.builders import load_tokenizer, resolve_model_path
+
+    tokenizer = load_tokenizer(resolve_model_path("embedded:qwen3-tiny"))
+    unit = keyword_units(_records(tmp_path)[0])[0]
+    [message] = render_messages(unit, UHGEVAL_KEYWORD)
+    assert prompt_text(unit, tokenizer, UHGEVAL_KEYWORD) == message["content"]     # no chat template around it
+    assert prompt_ids(unit, tokenizer, UHGEVAL_KEYWORD) == tokenizer.encode(message["content"])
+    assert prompt_text(unit, tokenizer, "consistency") != render_messages(unit, "consistency")[0]["content"]
+
+
 @pytest.mark.parametrize("answer, label", [
     ("不符合现实，因为不存在此人。", 1), ("符合现实。", 0), ("  符合现实", 0), ('续写中的"""三月"""不符合现实', 1),
     ('"""三月"""符合现实', 0), ('"""五月"""符合现实', None), ("它符合现实", None), ("Yes", None), ("", None),
