@@ -387,9 +387,9 @@ def choose_features(records: list[dict], config: GroundingConfig, by: str) -> tu
     candidate's AUC."""
     from sklearn.metrics import roc_auc_score
 
-    from data_builders.folds import grouped_folds
+    from data_builders.folds import group_key, grouped_folds
 
-    folds = grouped_folds(records, min(config.choose_folds, len({group_of(r, by) for r in records})), by=by)
+    folds = grouped_folds(records, min(config.choose_folds, len(set(map(group_key(by), records)))), by=by)
     labels = [int(r["label"]) for r in records]
     aucs = {}
     for candidate in progress(config.choose_among, desc="choosing features"):
@@ -400,12 +400,6 @@ def choose_features(records: list[dict], config: GroundingConfig, by: str) -> tu
         aucs[candidate] = float(roc_auc_score(labels, [scored[r["id"]] for r in records]))
     best = max(config.choose_among, key=aucs.__getitem__)     # the first listed among equals
     return candidate_config(config, best), {"chosen": best, "roc_auc": aucs, "inner_folds": len(folds), "by": by}
-
-
-def group_of(rec: dict, by: str) -> str:
-    from data_builders.folds import group_key
-
-    return group_key(by)(rec)
 
 
 def cross_fitted_scores(records: list[dict], config: GroundingConfig, by: str) -> dict[str, tuple]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from eval.parsers import parse_uhgeval_keyword_answer
 from eval.scorers.uhgeval import balanced_keywords
+from eval.sentence_level import token_usage
 
 
 def keyword_units(record: dict) -> list[dict]:
@@ -23,12 +24,8 @@ def keyword_row(record_id: str, units: list[dict], rows: list[dict]) -> dict:
     """The record's row from its keywords' answers, in keyword order (no keyword to judge: no span, label 0)."""
     labels = [parse_uhgeval_keyword_answer(row.get("output"), unit["meta"]["keyword"])
               for unit, row in zip(units, rows)]
-    row = {"id": record_id, "keywords": [u["meta"]["keyword"] for u in units], "keyword_labels": labels,
-           "keyword_outputs": [r.get("output") for r in rows],
-           "label": 1 if 1 in labels else None if None in labels else 0,
-           "spans": [[u["meta"]["start"], u["meta"]["end"]] for u, label in zip(units, labels)
-                     if label == 1 and u["meta"]["start"] is not None]}
-    if rows and all("completion_tokens" in r for r in rows):     # an in-process decoder's counts, for its usage line
-        row["prompt_tokens"] = sum(r["prompt_tokens"] for r in rows)
-        row["completion_tokens"] = sum(r["completion_tokens"] for r in rows)
-    return row
+    return {"id": record_id, "keywords": [u["meta"]["keyword"] for u in units], "keyword_labels": labels,
+            "keyword_outputs": [r.get("output") for r in rows],
+            "label": 1 if 1 in labels else None if None in labels else 0,
+            "spans": [[u["meta"]["start"], u["meta"]["end"]] for u, label in zip(units, labels)
+                      if label == 1 and u["meta"]["start"] is not None], **token_usage(rows)}

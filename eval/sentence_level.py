@@ -23,13 +23,19 @@ def aggregate(record_id: str, rows: list[dict], sentences: list[str]) -> dict:
                 "sentence_probs": [round(r["probs"][1], 4) for r in rows]}
     labels = [binary_decision(row)[0] for row in rows]
     chosen = labels.index(1) if 1 in labels else labels.index(None) if None in labels else 0
-    row = {"id": record_id, "output": rows[chosen].get("output"), "sentence_labels": labels}
-    if all("completion_tokens" in r for r in rows):      # an in-process decoder's counts, for its usage line
-        row["prompt_tokens"] = sum(r["prompt_tokens"] for r in rows)
-        row["completion_tokens"] = sum(r["completion_tokens"] for r in rows)
+    row = {"id": record_id, "output": rows[chosen].get("output"), "sentence_labels": labels, **token_usage(rows)}
     if labels[chosen] == 1:
         row["flagged_sentence"] = sentences[chosen]
     return row
+
+
+def token_usage(rows: list[dict]) -> dict:
+    """The prompt and completion tokens of a record's units, summed: an in-process decoder's counts, for its
+    usage line ({} where the rows carry none)."""
+    if not rows or not all("completion_tokens" in r for r in rows):
+        return {}
+    return {"prompt_tokens": sum(r["prompt_tokens"] for r in rows),
+            "completion_tokens": sum(r["completion_tokens"] for r in rows)}
 
 
 def flagged_sentences(row: dict, threshold: float | None) -> list[int]:
