@@ -2,6 +2,7 @@
 
     python -m train.tools.bench [--out bench.json] [--quick]
     python -m train.tools.bench --model embedded:smollm2-135m [--steps 4]    # throughput only, 512 and 2k
+    python -m train.tools.bench --only product,data                          # only these sections
 
 Prints a table and writes JSON with: training throughput of our trainer against a plain
 PyTorch loop (same model, data, batch 1, fp32) at 2k and 16k; the padded fraction of S-bucket
@@ -358,47 +359,69 @@ TARGETS = {
 }
 
 
+def _padding_rows(p: dict) -> list[str]:
+    return [f"| padded fraction, S bucket ({p['min_tokens']}-{p['max_tokens']} tokens), micro-batch "
+            f"{p['micro_batch']}: packing off / on | {100 * p['padded_fraction_off']:.1f}% / "
+            f"{100 * p['padded_fraction_on']:.1f}% (rows of {p['row_capacity']} filled "
+            f"{100 * p['row_fill']:.0f}%) | <= 2% on |"]
+
+
+def _sp_rows(sp: dict) -> list[str]:
+    return [f"| sp2 vs sp1 at {row['length'] // 1024}k: step time / peak RSS growth / saved activations, "
+            f"per rank | x{row['step_ratio_sp2_vs_sp1']:.2f} / x{row['memory_ratio_sp2_vs_sp1']:.2f} / "
+            f"x{row['saved_ratio_sp2_vs_sp1']:.2f} | memory <= 0.6 at 32k |" for row in sp.get("rows", [])]
+
+
+def _zero_rows(z: dict) -> list[str]:
+    return [f"| ZeRO-3 step at 2k: offload / no offload | {z['zero3_offload']['step_s']:.2f} s / "
+            f"{z['zero3']['step_s']:.2f} s (x{z['offload_vs_no_offload']:.2f}) | - |"]
+
+
+def _data_rows(d: dict) -> list[str]:
+    return [f"| LongNovel sample build (S/M/L, {d['longnovel_samples']} samples) | {d['build_s']:.1f} s "
+            f"({d['samples_per_s']:.1f} samples/s) | < 30 s |",
+            f"| scoring {d['scored_records']:,} records | {d['score_s']:.2f} s ({d['records_per_s']:,.0f}/s) | < 5 s |"]
+
+
+def _inference_rows(i: dict) -> list[str]:
+    return [f"| discriminative head inference | {i['head_samples_per_s']:.1f} samples/s | - |",
+            f"| greedy decode, batch 1 / batch 8 | {i['decode_tokens_per_s_batch1']:.0f} / "
+            f"{i['decode_tokens_per_s_batch8']:.0f} tokens/s | - |"]
+
+
+def _annotation_rows(a: dict) -> list[str]:
+    return [f"| eval.annotate at 2k, sentence by sentence ({a['sentences_per_row']:.0f} sentences a row): "
+            f"binary head / generative (answers cut at 64 tokens) | {a['discriminative_rows_per_s']:.2f} / "
+            f"{a['generative_rows_per_s']:.2f} rows/s | - |"]
+
+
+def _product_rows(a: dict) -> list[str]:
+    lines = []
+    for name, what in (("minilm_spans", f"RAGTruth-sized rows ({a['source_chars']:,} / {a['response_chars']} "
+                                         "characters, 2 chunks)"),
+                       ("minilm_spans_512", f"rows of one 512-token window ({a['one_window_source_chars']:,} / "
+                                            f"{a['response_chars']} characters)")):
+        both = (f"{a[name + '_rows_per_s']:.1f} rows/s (one run)" if a["bf16_if_native_is_fp32"] else
+                f"{a[name + '_rows_per_s']:.1f} / {a[name + '_bf16_if_native_rows_per_s']:.1f} rows/s")
+        lines.append(f"| eval.annotate, MiniLM span head, {what}: fp32 / {a['bf16_if_native']} | {both} | "
+                     ">= 30 at 512 tokens (LettuceDetect: 30-60 examples/s on an A100) |")
+    lines.append(f"| eval.annotate, SmolLM2-135M sentence by sentence, RAGTruth-sized rows | "
+                 f"{a['smollm2_sentences_rows_per_s']:.2f} rows/s | - |")
+    return lines
+
+
 def table(r: dict) -> str:
+    """The measured sections' rows, in the order the full run prints them."""
     from train.tools.bench_loss import row as loss_row
 
-    t, p, z, d, i = r["throughput"], r["padding"], r["zero_offload"], r["data"], r["inference"]
-    lines = ["| measure | value | target |", "|---|---|---|", *throughput_rows(t, r["model"])]
-    lines.append(f"| padded fraction, S bucket ({p['min_tokens']}-{p['max_tokens']} tokens), micro-batch "
-                 f"{p['micro_batch']}: packing off / on | {100 * p['padded_fraction_off']:.1f}% / "
-                 f"{100 * p['padded_fraction_on']:.1f}% (rows of {p['row_capacity']} filled "
-                 f"{100 * p['row_fill']:.0f}%) | <= 2% on |")
-    for row in r.get("sequence_parallel", {}).get("rows", []):
-        lines.append(f"| sp2 vs sp1 at {row['length'] // 1024}k: step time / peak RSS growth / saved activations, "
-                     f"per rank | x{row['step_ratio_sp2_vs_sp1']:.2f} / x{row['memory_ratio_sp2_vs_sp1']:.2f} / "
-                     f"x{row['saved_ratio_sp2_vs_sp1']:.2f} | memory <= 0.6 at 32k |")
-    if "loss_memory" in r:
-        lines.append(loss_row(r["loss_memory"]))
-    lines.append(f"| ZeRO-3 step at 2k: offload / no offload | {z['zero3_offload']['step_s']:.2f} s / "
-                 f"{z['zero3']['step_s']:.2f} s (x{z['offload_vs_no_offload']:.2f}) | - |")
-    lines.append(f"| LongNovel sample build (S/M/L, {d['longnovel_samples']} samples) | {d['build_s']:.1f} s "
-                 f"({d['samples_per_s']:.1f} samples/s) | < 30 s |")
-    lines.append(f"| scoring {d['scored_records']:,} records | {d['score_s']:.2f} s ({d['records_per_s']:,.0f}/s) "
-                 f"| < 5 s |")
-    lines.append(f"| discriminative head inference | {i['head_samples_per_s']:.1f} samples/s | - |")
-    lines.append(f"| greedy decode, batch 1 / batch 8 | {i['decode_tokens_per_s_batch1']:.0f} / "
-                 f"{i['decode_tokens_per_s_batch8']:.0f} tokens/s | - |")
-    if "annotation" in r:
-        a = r["annotation"]
-        lines.append(f"| eval.annotate at 2k, sentence by sentence ({a['sentences_per_row']:.0f} sentences a row): "
-                     f"binary head / generative (answers cut at 64 tokens) | {a['discriminative_rows_per_s']:.2f} / "
-                     f"{a['generative_rows_per_s']:.2f} rows/s | - |")
-    if "product" in r:
-        a = r["product"]
-        for name, what in (("minilm_spans", f"RAGTruth-sized rows ({a['source_chars']:,} / {a['response_chars']} "
-                                             "characters, 2 chunks)"),
-                           ("minilm_spans_512", f"rows of one 512-token window ({a['one_window_source_chars']:,} / "
-                                                f"{a['response_chars']} characters)")):
-            both = (f"{a[name + '_rows_per_s']:.1f} rows/s (one run)" if a["bf16_if_native_is_fp32"] else
-                    f"{a[name + '_rows_per_s']:.1f} / {a[name + '_bf16_if_native_rows_per_s']:.1f} rows/s")
-            lines.append(f"| eval.annotate, MiniLM span head, {what}: fp32 / {a['bf16_if_native']} | {both} | "
-                         ">= 30 at 512 tokens (LettuceDetect: 30-60 examples/s on an A100) |")
-        lines.append(f"| eval.annotate, SmolLM2-135M sentence by sentence, RAGTruth-sized rows | "
-                     f"{a['smollm2_sentences_rows_per_s']:.2f} rows/s | - |")
+    rows = {"throughput": lambda t: throughput_rows(t, r["model"]), "padding": _padding_rows,
+            "sequence_parallel": _sp_rows, "loss_memory": lambda m: [loss_row(m)], "zero_offload": _zero_rows,
+            "data": _data_rows, "inference": _inference_rows, "annotation": _annotation_rows,
+            "product": _product_rows}
+    lines = ["| measure | value | target |", "|---|---|---|"]
+    for name, section_rows in rows.items():
+        if name in r:
+            lines += section_rows(r[name])
     return "\n".join(lines)
 
 
@@ -416,28 +439,40 @@ def run_model(model: str, steps: int) -> dict:
                 "throughput": throughput(Path(tmp), steps, steps, model, evidence=REAL_STAGES)}
 
 
-def run(quick: bool) -> dict:
+def sections(work: Path, quick: bool) -> dict:
+    """Every section of the full run, by name, in the order it runs them."""
     from train.tools.bench_loss import measure as bench_loss
     from train.tools.bench_sp import bench as bench_sp
 
     steps, long_steps = (4, 2) if quick else (20, 6)
+    return {"throughput": lambda: throughput(work, steps, long_steps),
+            "padding": lambda: padding(_data_dir(work)),
+            "inference": lambda: inference(_data_dir(work)),
+            "annotation": lambda: annotation(_data_dir(work), work),
+            "product": lambda: product(work, *((16, 2) if quick else (64, 8))),
+            "zero_offload": lambda: zero_offload(work, steps),
+            "data": data_and_scoring,
+            "sequence_parallel": lambda: bench_sp([16384, 32768], repeat=1),
+            "loss_memory": bench_loss}
+
+
+SECTIONS = ("throughput", "padding", "inference", "annotation", "product", "zero_offload", "data",
+            "sequence_parallel", "loss_memory")
+FULL_ONLY = ("sequence_parallel", "loss_memory")     # left out of --quick
+
+
+def run(quick: bool, only: tuple[str, ...] = ()) -> dict:
+    unknown = sorted(set(only) - set(SECTIONS))
+    if unknown:
+        raise SystemExit(f"--only: unknown section(s) {', '.join(unknown)}; the sections are {', '.join(SECTIONS)}")
+    wanted = only or tuple(s for s in SECTIONS if not (quick and s in FULL_ONLY))
     result = {"machine": {"cpus": CORES, "torch": torch.__version__, "platform": sys.platform},
               "model": "embedded:qwen3-tiny", "targets": TARGETS}
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        sections = [("throughput", lambda: throughput(work, steps, long_steps)),
-                    ("padding", lambda: padding(_data_dir(work))),
-                    ("inference", lambda: inference(_data_dir(work))),
-                    ("annotation", lambda: annotation(_data_dir(work), work)),
-                    ("product", lambda: product(work, *((16, 2) if quick else (64, 8)))),
-                    ("zero_offload", lambda: zero_offload(work, steps)),
-                    ("data", data_and_scoring)]
-        if not quick:
-            sections.append(("sequence_parallel", lambda: bench_sp([16384, 32768], repeat=1)))
-            sections.append(("loss_memory", bench_loss))
-        for name, fn in sections:
+        measure = sections(Path(tmp), quick)
+        for name in wanted:
             t0 = time.perf_counter()
-            result[name] = fn()
+            result[name] = measure[name]()
             print(f"[bench] {name}: {time.perf_counter() - t0:.0f} s", flush=True)
     return result
 
@@ -448,13 +483,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer steps, no sequence-parallel section")
     parser.add_argument("--model", help="only the throughput section, for this model (embedded:smollm2-135m or a "
                                         "local directory), on summary sentences and their evidence at 512 and 2k")
+    parser.add_argument("--only", default="", help=f"comma-separated sections to run, of: {', '.join(SECTIONS)}")
     parser.add_argument("--steps", type=int, default=4,
                         help="with --model: steps (the first is warm-up; a SmolLM2 step at 2k takes about 25 s)")
     args = parser.parse_args()
     from train.quiet import quiet_libraries
 
     quiet_libraries(verbose=False)        # no weight-loading bars in a log file
-    result = run_model(args.model, args.steps) if args.model else run(args.quick)
+    only = tuple(filter(None, args.only.split(",")))
+    result = run_model(args.model, args.steps) if args.model else run(args.quick, only)
     Path(args.out).write_text(json.dumps(result, indent=2))
     print("\n".join(["| measure | value | target |", "|---|---|---|",
                      *throughput_rows(result["throughput"], result["model"])]) if args.model else table(result))
