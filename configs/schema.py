@@ -169,6 +169,7 @@ class OptimConfig:
     scheduler: Scheduler = Scheduler.cosine   # cosine | linear | constant, per stage
     warmup_ratio: float = 0.0
     grad_clip: float = 1.0
+    fused: bool = True                        # torch's fused AdamW kernel (CPU, CUDA); false: its per-tensor loop
     micro_batch_size: int = 1
     grad_accum: int = 1
 

@@ -116,7 +116,7 @@ def build_engine(cfg: SFTConfig, weights_dir: str, world_size: int, lr: float, t
     hf.config.use_cache = False
     model = kind_of(cfg.task).for_training(model, cfg.trainer.loss_chunk_tokens)
     optimizer = None if "optimizer" in config else torch.optim.AdamW(
-        model.parameters(), **_adam_params(cfg.optim, lr))
+        model.parameters(), **_adam_params(cfg.optim, lr), fused=cfg.optim.fused)
     warmup = int(cfg.optim.warmup_ratio * total_steps)
     schedule = lr_lambda(cfg.optim.scheduler, total_steps, warmup)
     engine, *_ = deepspeed.initialize(
