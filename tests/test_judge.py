@@ -265,3 +265,38 @@ def test_eval_annotate_labels_with_the_served_copy_of_an_export_as_in_process(se
     assert served.returncode == 0, served.stderr[-3000:]
     assert _requests(log) - before == 3
     assert (tmp_path / "served.jsonl").read_text() == (tmp_path / "local.jsonl").read_text()
+
+
+def test_uhgevals_keyword_judge_asks_the_server_once_per_keyword_and_a_rerun_asks_nothing(server, tmp_path):
+    """`+exp=uhgeval_judge` served: one request per keyword UHGEval's metric reads (about 1,700 SmolLM2 tokens
+    each), its answers read and scored as in process, and every one cached."""
+    from eval.parsers import parse_uhgeval_keyword_answer
+    from tests.test_uhgeval_judge import _records as uhgeval_items
+
+    url, model, log = server
+    data = tmp_path / "data"
+    write_jsonl(data / "test.jsonl", uhgeval_items(tmp_path))
+
+    def judged(out: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(REPO / "eval" / "run.py"), "+exp=uhgeval_judge", f"data.root={data}",
+                               f"model.name_or_path={model}", "eval.max_new_tokens=8", "trainer.progress=false",
+                               f"output_dir={out}", *_judge(url, model, tmp_path / "cache")],
+                              cwd=REPO, capture_output=True, text=True, timeout=600)
+
+    before = _requests(log)
+    run = judged(tmp_path / "run")
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = {r["id"]: r for r in map(json.loads, (tmp_path / "run" / "predictions.jsonl").read_text().splitlines())}
+    item = rows["uhgeval-doc_1"]
+    assert item["keywords"] == ["张三", "三月", "表示", "北京"] and _requests(log) - before == 4
+    assert item["keyword_labels"] == [parse_uhgeval_keyword_answer(o, k)
+                                      for o, k in zip(item["keyword_outputs"], item["keywords"])]
+    assert json.loads((tmp_path / "run" / "judge_usage.json").read_text())["requests"] == 4
+    metrics = json.loads((tmp_path / "run" / "scores" / "metrics.json").read_text())
+    assert metrics["n"] == 2 and metrics["unreadable_keywords"] == item["keyword_labels"].count(None)
+
+    again = judged(tmp_path / "again")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert _requests(log) - before == 4
+    rerun = {r["id"]: r for r in map(json.loads, (tmp_path / "again" / "predictions.jsonl").read_text().splitlines())}
+    assert rerun["uhgeval-doc_1"]["keyword_outputs"] == item["keyword_outputs"]
