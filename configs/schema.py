@@ -268,6 +268,10 @@ class JudgeConfig:
     api_key_env: str | None = None     # the environment variable that holds the key (the key is never stored)
     temperature: float = 0.0
     system_prompt: str | None = None   # a system message before the template's own messages
+    completions: bool = False          # true: the prompt as this process renders it (the local tokenizer's chat
+                                       # template applied, or a completion template's plain text) to /v1/completions,
+                                       # so the served model reads what it reads in process; false: the template's
+                                       # messages to /v1/chat/completions (the endpoint applies its chat template)
     concurrency: int = 4                  # requests in flight at once
     max_retries: int = 6                  # 408 / 429 / 5xx / timeouts / dropped connections, with backoff
     timeout_s: float = 600.0              # per request

@@ -1,5 +1,6 @@
 """A served model as the judge (`eval.backend=openai`): the harness's chat prompts go to any
-OpenAI-compatible endpoint, a bounded pool of requests at a time.
+OpenAI-compatible endpoint, a bounded pool of requests at a time (with `eval.judge.completions` the prompt
+text this process renders goes to /v1/completions instead).
 
 The `openai` client retries 408 / 429 / 5xx answers, timeouts and dropped connections with
 exponential backoff (`eval.judge.max_retries`). Every answer is appended to a cache on disk as
@@ -26,6 +27,9 @@ from data_builders.progress import progress as progress_of
 from data_builders.schema import read_jsonl_to_append
 
 NO_KEY = "none"        # what a server without authentication is sent (the client insists on a key)
+
+
+Prompt = list[dict] | str     # chat messages, or the prompt as this process renders it (completions)
 
 
 class JudgeError(ValueError):
@@ -77,6 +81,9 @@ class Judge:
                              f"{config.model!r}")
         if config.concurrency < 1:
             raise JudgeError(f"eval.judge.concurrency={config.concurrency}: expected at least 1")
+        if config.completions and config.system_prompt:
+            raise JudgeError("eval.judge.system_prompt is a chat message; with eval.judge.completions=true the prompt "
+                             "goes as this process renders it: set one of them")
         from openai import OpenAI
 
         self.config, self.max_tokens = config, max_tokens
@@ -92,17 +99,21 @@ class Judge:
     def settings(self) -> dict:
         return {"model": self.config.model, "temperature": self.config.temperature, "max_tokens": self.max_tokens}
 
-    def conversation(self, messages: list[dict]) -> list[dict]:
+    def conversation(self, prompt: Prompt) -> Prompt:
+        if isinstance(prompt, str):          # eval.judge.completions: the rendered prompt, as it is
+            return prompt
         system = [{"role": "system", "content": self.config.system_prompt}] if self.config.system_prompt else []
-        return system + list(messages)
+        return system + list(prompt)
 
-    def key(self, conversation: list[dict]) -> str:
-        text = json.dumps({"messages": conversation, **self.settings()}, ensure_ascii=False, sort_keys=True)
+    def key(self, conversation: Prompt) -> str:
+        what = {"prompt": conversation} if isinstance(conversation, str) else {"messages": conversation}
+        text = json.dumps({**what, **self.settings()}, ensure_ascii=False, sort_keys=True)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
-    def answers(self, prompts: list[list[dict]], progress: bool = False,
+    def answers(self, prompts: list[Prompt], progress: bool = False,
                 on_answer: Callable[[int, str], None] | None = None) -> list[str]:
-        """The answer to each prompt (chat messages), from the cache where it is there."""
+        """The answer to each prompt (chat messages, or a rendered prompt for /v1/completions), from the cache
+        where it is there."""
         conversations = [self.conversation(m) for m in prompts]
         keys = [self.key(c) for c in conversations]
         out: dict[int, str] = {}
@@ -127,9 +138,10 @@ class Judge:
         self.usage.seconds += time.perf_counter() - start
         return [out[i] for i in range(len(prompts))]
 
-    def _ask(self, conversation: list[dict], key: str) -> str:
+    def _ask(self, conversation: Prompt, key: str) -> str:
         reply = self._request(conversation)
-        text = reply.choices[0].message.content or ""
+        choice = reply.choices[0]
+        text = (choice.text if isinstance(conversation, str) else choice.message.content) or ""
         usage = reply.usage
         row = {"key": key, "output": text, "prompt_tokens": getattr(usage, "prompt_tokens", 0) or 0,
                "completion_tokens": getattr(usage, "completion_tokens", 0) or 0}
@@ -142,11 +154,14 @@ class Judge:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
         return text
 
-    def _request(self, conversation: list[dict]):
+    def _request(self, conversation: Prompt):
         import openai
 
         c = self.config
         try:
+            if isinstance(conversation, str):
+                return self.client.completions.create(model=c.model, prompt=conversation, temperature=c.temperature,
+                                                      max_tokens=self.max_tokens)
             return self.client.chat.completions.create(model=c.model, messages=conversation,
                                                        temperature=c.temperature, max_tokens=self.max_tokens)
         except openai.APIConnectionError as e:

@@ -13,7 +13,7 @@ import torch
 from transformers import AutoConfig
 
 from configs.schema import EvalConfig, GroundingConfig, ModelConfig, NliConfig, RagConfig, SFTConfig, TaskConfig
-from data_builders.collate import prompt_ids
+from data_builders.collate import prompt_ids, prompt_text
 from data_builders.progress import progress
 from data_builders.prompts import CONSISTENCY, UHGEVAL_KEYWORD, render_messages
 from data_builders.sources import train_split
@@ -265,9 +265,11 @@ class AnnotatorPredictor:
         return _output_rows(records, outputs, on_result)
 
     def _served_rows(self, records: list[dict], progress: bool | None, on_result: Write | None) -> list[dict]:
-        """The judge's answers to the prompts the HF path renders (the template's chat messages), on
-        the main process only: the endpoint does the batching."""
-        prompts = [render_messages(r, self.task.template) for r in records]
+        """The judge's answers to the prompts the HF path renders (the template's chat messages, or with
+        eval.judge.completions the prompt text itself), on the main process only: the endpoint does the batching."""
+        completions = self.judge.config.completions
+        prompts = [prompt_text(r, self.tokenizer, self.task.template) if completions
+                   else render_messages(r, self.task.template) for r in records]
         outputs = self.judge.answers(prompts, self.progress if progress is None else progress)
         return _output_rows(records, outputs, on_result)
 

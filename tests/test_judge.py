@@ -52,8 +52,8 @@ def server(tmp_path_factory):
         proc.wait(timeout=30)
 
 
-def _requests(log: Path) -> int:
-    return log.read_text().count("POST /v1/chat/completions")
+def _requests(log: Path, route: str = "chat/completions") -> int:
+    return log.read_text().count(f"POST /v1/{route} ")
 
 
 def _records(root: Path) -> None:
@@ -267,36 +267,29 @@ def test_eval_annotate_labels_with_the_served_copy_of_an_export_as_in_process(se
     assert (tmp_path / "served.jsonl").read_text() == (tmp_path / "local.jsonl").read_text()
 
 
-def test_uhgevals_keyword_judge_asks_the_server_once_per_keyword_and_a_rerun_asks_nothing(server, tmp_path):
-    """`+exp=uhgeval_judge` served: one request per keyword UHGEval's metric reads (about 1,700 SmolLM2 tokens
-    each), its answers read and scored as in process, and every one cached."""
-    from eval.parsers import parse_uhgeval_keyword_answer
+def test_uhgevals_keyword_judge_served_as_plain_text_answers_as_in_process_and_a_rerun_asks_nothing(server, tmp_path):
+    """`+exp=uhgeval_judge` with eval.judge.completions: one request per keyword UHGEval's metric reads (about
+    1,700 SmolLM2 tokens each), the plain-text prompt in process reads, the same greedy answers, every one cached."""
     from tests.test_uhgeval_judge import _records as uhgeval_items
 
     url, model, log = server
     data = tmp_path / "data"
     write_jsonl(data / "test.jsonl", uhgeval_items(tmp_path))
 
-    def judged(out: Path) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(REPO / "eval" / "run.py"), "+exp=uhgeval_judge", f"data.root={data}",
-                               f"model.name_or_path={model}", "eval.max_new_tokens=8", "trainer.progress=false",
-                               f"output_dir={out}", *_judge(url, model, tmp_path / "cache")],
-                              cwd=REPO, capture_output=True, text=True, timeout=600)
+    def judged(out: Path, *extra: str) -> dict:
+        run = subprocess.run([sys.executable, str(REPO / "eval" / "run.py"), "+exp=uhgeval_judge", f"data.root={data}",
+                              f"model.name_or_path={model}", "eval.max_new_tokens=12", "trainer.progress=false",
+                              f"output_dir={out}", *extra], cwd=REPO, capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr[-3000:]
+        return {r["id"]: r for r in map(json.loads, (out / "predictions.jsonl").read_text().splitlines())}
 
-    before = _requests(log)
-    run = judged(tmp_path / "run")
-    assert run.returncode == 0, run.stderr[-3000:]
-    rows = {r["id"]: r for r in map(json.loads, (tmp_path / "run" / "predictions.jsonl").read_text().splitlines())}
+    served = [*_judge(url, model, tmp_path / "cache"), "eval.judge.completions=true"]
+    before = _requests(log, "completions")
+    rows = judged(tmp_path / "run", *served)
     item = rows["uhgeval-doc_1"]
-    assert item["keywords"] == ["张三", "三月", "表示", "北京"] and _requests(log) - before == 4
-    assert item["keyword_labels"] == [parse_uhgeval_keyword_answer(o, k)
-                                      for o, k in zip(item["keyword_outputs"], item["keywords"])]
+    assert item["keywords"] == ["张三", "三月", "表示", "北京"] and _requests(log, "completions") - before == 4
+    local = judged(tmp_path / "local")
+    assert [rows[k]["keyword_outputs"] for k in sorted(rows)] == [local[k]["keyword_outputs"] for k in sorted(local)]
+    assert item["keyword_labels"] == local["uhgeval-doc_1"]["keyword_labels"]
     assert json.loads((tmp_path / "run" / "judge_usage.json").read_text())["requests"] == 4
-    metrics = json.loads((tmp_path / "run" / "scores" / "metrics.json").read_text())
-    assert metrics["n"] == 2 and metrics["unreadable_keywords"] == item["keyword_labels"].count(None)
-
-    again = judged(tmp_path / "again")
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert _requests(log) - before == 4
-    rerun = {r["id"]: r for r in map(json.loads, (tmp_path / "again" / "predictions.jsonl").read_text().splitlines())}
-    assert rerun["uhgeval-doc_1"]["keyword_outputs"] == item["keyword_outputs"]
+    assert judged(tmp_path / "again", *served) == rows and _requests(log, "completions") - before == 4
