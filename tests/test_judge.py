@@ -293,3 +293,12 @@ def test_uhgevals_keyword_judge_served_as_plain_text_answers_as_in_process_and_a
     assert item["keyword_labels"] == local["uhgeval-doc_1"]["keyword_labels"]
     assert json.loads((tmp_path / "run" / "judge_usage.json").read_text())["requests"] == 4
     assert judged(tmp_path / "again", *served) == rows and _requests(log, "completions") - before == 4
+
+
+def test_a_system_prompt_with_the_completions_route_is_refused():
+    from configs.schema import JudgeConfig
+    from eval.judge import Judge, JudgeError
+
+    config = JudgeConfig(base_url="http://127.0.0.1:9/v1", model="m", completions=True, system_prompt="Be terse.")
+    with pytest.raises(JudgeError, match="system_prompt is a chat message; with eval.judge.completions=true"):
+        Judge(config, 8)
