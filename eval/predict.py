@@ -28,13 +28,13 @@ def select_eval_records(records: list[dict], buckets: list[str], cap: int | None
 
 def predict_records(model, tokenizer, records: list[dict], task, max_new_tokens: int,
                     progress: bool = False, on_result: Callable[[dict], None] | None = None,
-                    batch_size: int = 1, batch_tokens: int | None = None) -> list[dict]:
+                    batch_size: int = 1, batch_tokens: int | None = None, padded: bool = False) -> list[dict]:
     """One prediction row per record ({'id', 'output'}, {'id', 'probs'} or, from a span annotator,
     {'id', 'probs', 'token_probs'}), in record order.
 
     A record is judged by one input or, on an encoder, by one per evidence chunk, pooled into its
-    row (`Kind.pool`). Inputs are batched by length (greedy decoding: equal lengths only, see
-    `models.generate`); `on_result` sees each row as soon as its last input is done.
+    row (`Kind.pool`). Inputs are batched by length (greedy decoding: equal lengths only unless
+    `padded`, see `models.generate`); `on_result` sees each row as soon as its last input is done.
     """
     spec = kind_of(task)
     inputs, owner = [], []
@@ -46,13 +46,16 @@ def predict_records(model, tokenizer, records: list[dict], task, max_new_tokens:
     left = Counter(owner)
     rows: dict[int, dict] = {}
     prompts = [x["input_ids"] for x in inputs]
-    batches = length_batches(prompts, batch_size, spec.generates, batch_tokens)
-    note = unbatched_note(prompts, batches, batch_size, batch_tokens) if spec.generates and progress else None
+    equal_length = spec.generates and not padded
+    batches = length_batches(prompts, batch_size, equal_length, batch_tokens)
+    note = unbatched_note(prompts, batches, batch_size, batch_tokens) if equal_length and progress else None
+    padding = {"padded": True} if spec.generates and padded else {}
     if note:
         print(note, flush=True)
     with progress_of(total=len(records), desc="predict", unit="record", disable=not progress) as bar:
         for batch in batches:
-            for j, res in zip(batch, spec.predict(model, tokenizer, [inputs[j] for j in batch], max_new_tokens)):
+            for j, res in zip(batch, spec.predict(model, tokenizer, [inputs[j] for j in batch], max_new_tokens,
+                                                     **padding)):
                 i = owner[j]
                 results[i].append(res)
                 left[i] -= 1

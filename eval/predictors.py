@@ -70,13 +70,14 @@ class Inference:
     max_per_bucket: int | None = None
     threshold_by: str | None = None        # a record field: a binary head's threshold per value of it
     threshold_for: str = "balanced_accuracy"   # what a threshold chosen on records maximises (or f1)
+    padded_batches: bool = False           # greedy decoding: prompts of any length in a batch, left-padded
 
     @classmethod
     def of(cls, model: ModelConfig, evaluation: EvalConfig) -> Inference:
         e = evaluation
         return cls(str(e.backend), e.max_new_tokens, e.batch_size, e.batch_tokens, str(model.dtype),
                    model.attn_implementation, e.vllm, e.judge, tuple(e.buckets), e.max_per_bucket,
-                   e.threshold_by, str(e.threshold_for))
+                   e.threshold_by, str(e.threshold_for), e.padded_batches)
 
     def validation(self, splits: dict[str, list[dict]]) -> list[dict]:
         return select_eval_records(splits.get("val") or [], list(self.buckets), self.max_per_bucket)
@@ -205,7 +206,7 @@ class AnnotatorPredictor:
             return self._served_rows(records, progress, on_result)
         mine = predict_records(self.model, self.tokenizer, records[s.rank::s.world_size], self.task, i.max_new_tokens,
                                progress=self.progress if progress is None else progress, on_result=on_result,
-                               batch_size=i.batch_size, batch_tokens=i.batch_tokens)
+                               batch_size=i.batch_size, batch_tokens=i.batch_tokens, padded=i.padded_batches)
         by_id = {row["id"]: row for part in s.gather(mine) for row in part}
         return [by_id[r["id"]] for r in records]
 

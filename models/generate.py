@@ -5,7 +5,10 @@ math path, which materialises a [batch, heads, length, length] attention matrix:
 batch of 32k-token prompts of the tiny model. So greedy decoding batches only prompts of equal
 length (no padding, causal flash path), and head inference right-pads without a mask (a causal
 model's last real token never sees the padding after it). Either way memory grows linearly with
-the prompt length, as in training.
+the prompt length, as in training. `eval.padded_batches=true` opts greedy decoding into left-padded
+batches with a mask, for many short prompts of different lengths (a judge over a benchmark), where
+decoding one length at a time leaves a GPU idle; its answers may differ from unpadded decoding where
+two tokens nearly tie (the masked kernel sums in another order).
 """
 from __future__ import annotations
 
@@ -47,7 +50,8 @@ def unbatched_note(prompts: list[list[int]], batches: list[list[int]], batch_siz
         return None
     return (f"greedy decoding batches prompts of one length only: {len(prompts)} prompts of "
             f"{len({len(p) for p in prompts})} lengths decode in {len(batches)} batches where prompts of any "
-            f"length would fill {full}; a served model batches them (eval.backend=openai, or vllm on a GPU)")
+            f"length would fill {full}; eval.padded_batches=true pads them into full batches (short prompts), "
+            "a served model batches them (eval.backend=openai, or vllm on a GPU)")
 
 
 def greedy_batch(model, tokenizer, prompts: list[list[int]], max_new_tokens: int) -> list[str]:
@@ -56,22 +60,32 @@ def greedy_batch(model, tokenizer, prompts: list[list[int]], max_new_tokens: int
 
 
 @torch.no_grad()
-def greedy_completions(model, tokenizer, prompts: list[list[int]], max_new_tokens: int) -> list[dict]:
-    """Greedy completions of prompts of one length, each with its token counts: `output` (special
-    tokens stripped), `prompt_tokens`, and `completion_tokens` (up to and with the end-of-sequence
-    token; the padding a finished row gets while the others decode is not counted)."""
-    if len({len(p) for p in prompts}) != 1:
+def greedy_completions(model, tokenizer, prompts: list[list[int]], max_new_tokens: int,
+                       padded: bool = False) -> list[dict]:
+    """Greedy completions, each with its token counts: `output` (special tokens stripped),
+    `prompt_tokens`, and `completion_tokens` (up to and with the end-of-sequence token; the padding a
+    finished row gets while the others decode is not counted). Prompts of one length, unless `padded`:
+    then prompts of any length, left-padded with an attention mask (see the module's docstring for
+    what the mask costs; `generate` numbers each row's positions from its first real token)."""
+    if not padded and len({len(p) for p in prompts}) != 1:
         raise ValueError(f"greedy_batch decodes prompts of one length together (no padding mask), found "
                          f"lengths {sorted({len(p) for p in prompts})}; batch them with length_batches(..., "
-                         "equal_length=True)")
+                         "equal_length=True), or pad them (eval.padded_batches=true)")
     model.eval()
-    ids = torch.tensor(prompts, device=next(model.parameters()).device)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
+    ids, mask = _left_padded(prompts, pad, next(model.parameters()).device)
+    out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
                          do_sample=False, eos_token_id=tokenizer.eos_token_id, pad_token_id=pad)
     new = out[:, ids.shape[1]:].tolist()
-    return [{"output": tokenizer.decode(row, skip_special_tokens=True), "prompt_tokens": ids.shape[1],
-             "completion_tokens": _through_eos(row, tokenizer.eos_token_id)} for row in new]
+    return [{"output": tokenizer.decode(row, skip_special_tokens=True), "prompt_tokens": len(prompt),
+             "completion_tokens": _through_eos(row, tokenizer.eos_token_id)} for prompt, row in zip(prompts, new)]
+
+
+def _left_padded(prompts: list[list[int]], pad: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+    return ids, mask
 
 
 def _through_eos(generated: list[int], eos: int | None) -> int:

@@ -75,3 +75,15 @@ def test_batched_equals_one_at_a_time(tokenizer, kind):
                 assert [t[2] for t in b["token_probs"]] == pytest.approx([t[2] for t in a["token_probs"]], abs=1e-5)
                 rec = next(r for r in RECORDS if r["id"] == b["id"])
                 assert b["token_probs"][0][0] == 0 and b["token_probs"][-1][1] == len(rec["response"])
+
+
+def test_padded_batches_run_through_predict_records_in_full_batches(tokenizer):
+    """The plumbing on the tiny model (which repeats its last token, whatever its positions): one
+    padded batch of every length. SmolLM2's answers check the positions (tests/test_smollm2.py)."""
+    model = load_annotator(resolve_model_path("embedded:qwen3-tiny"), "generative")
+    task = SimpleNamespace(kind="generative", template="prompt_e")
+    one = predict_records(model, tokenizer, RECORDS, task, 12, batch_size=1)
+    padded = predict_records(model, tokenizer, RECORDS, task, 12, batch_size=len(RECORDS), padded=True)
+    assert [r["output"] for r in padded] == [r["output"] for r in one]
+    rows = greedy_completions(model, tokenizer, [[5, 6, 7, 8, 9], [11, 12], [13, 14, 15]], 6, padded=True)
+    assert [r["prompt_tokens"] for r in rows] == [5, 2, 3]

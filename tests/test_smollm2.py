@@ -55,6 +55,21 @@ def test_it_answers_a_grounding_question_sensibly(smollm2):
     assert answer.startswith("The claim is not supported by the document"), answer
 
 
+def test_padded_greedy_batches_answer_as_each_prompt_alone(smollm2):
+    """eval.padded_batches: prompts of different lengths, left-padded into one batch, get the answers
+    each gets alone (fp32); positions counted from the padding would change them."""
+    from models.generate import greedy_completions
+
+    model, tok = smollm2
+    questions = ["What is the capital of France?", "Name a colour.", "Write the number seven in digits, then in words."]
+    prompts = [list(tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True,
+                                            return_dict=True)["input_ids"]) for q in questions]
+    assert len({len(p) for p in prompts}) == 3
+    alone = [greedy_completions(model, tok, [p], 10)[0]["output"] for p in prompts]
+    assert [r["output"] for r in greedy_completions(model, tok, prompts, 10, padded=True)] == alone
+    assert len(set(alone)) > 1, alone
+
+
 SMALL = ["+exp=longnovel_curriculum_demo", "model.name_or_path=embedded:smollm2-135m", "model.dtype=float32",
          "parallel=none", "trainer.progress=false", "logger.wandb=false", "eval.enabled=false",
          "data.corpus.n_books=3", "data.corpus.units_per_book=6", "data.corpus.unit_chars_min=120",

@@ -25,7 +25,8 @@ KIND = Kind(
     for_training=lambda module, chunk_tokens: ResponseLM(module, chunk_tokens),
     loss_sum=lambda model, batch, task, sp_rank, **kw: token_loss_sum(model, batch, **kw)[0],
     targets=_lm_targets,
-    predict=lambda model, tok, inputs, new: greedy_completions(model, tok, [x["input_ids"] for x in inputs], new),
+    predict=lambda model, tok, inputs, new, padded=False: greedy_completions(
+        model, tok, [x["input_ids"] for x in inputs], new, padded),
     pool=lambda results: results[0],
     labels=lambda task: SENTENCE_TYPES if task.scorer == "anah" else head_of("binary").labels,
     thresholded=lambda task: False,
