@@ -125,6 +125,9 @@ class DataConfig:
     synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)   # data.folds: twins of each training part
     fold_extra_train: list[str] = field(default_factory=list)   # data.folds: records directories whose every record
                                           # joins each fold's training part (another benchmark), never val or test
+    only_folds: list[int] | None = None   # train/sft.py with data.folds: these folds only ([]: deal them and stop),
+                                          # for launches side by side on one output_dir; a launch that finds every
+                                          # fold finished pools them
 
 
 @dataclass
@@ -319,6 +322,9 @@ class EvalConfig:
     batch_tokens: int = 16384             # and at most this many tokens per batch (rows x longest): at 16k
                                           # and 32k one prompt at a time, so evaluation needs no more memory
                                           # than a training step at the same length
+    padded_batches: bool = False          # greedy decoding: batch prompts of any length, left-padded with an attention
+                                          # mask (short prompts on a GPU: a judge over a benchmark); off, it batches
+                                          # equal lengths only, whose answers are exactly one-at-a-time decoding's
 
 
 @dataclass

@@ -110,6 +110,31 @@ def test_resuming_a_finished_run_keeps_its_folds_and_pools_again(cv_run):
 
 
 @pytest.mark.slow
+def test_launches_side_by_side_train_their_own_folds_and_the_last_one_pools(tmp_path):
+    """data.only_folds: [] deals the folds, [1] trains fold 1 alone and leaves the pooling, [0] trains
+    fold 0, finds both finished and pools every record once."""
+    run = tmp_path / "run"
+    _, dealt = _cross_validate("ragtruth_sentence_demo", tmp_path, "data.only_folds=[]", nproc=1)
+    assert (run / "folds" / "fold_1" / "test.jsonl").is_file() and not (run / "fold_0").exists()
+    _, second = _cross_validate("ragtruth_sentence_demo", tmp_path, "data.only_folds=[1]", "resume=auto", nproc=1)
+    assert (run / "fold_1" / "eval" / "metrics.json").is_file() and not (run / "fold_0").exists()
+    assert "folds [0] are not finished" in second.stdout and not (run / "eval" / "metrics.json").exists()
+    _, last = _cross_validate("ragtruth_sentence_demo", tmp_path, "data.only_folds=[0]", "resume=auto", nproc=1)
+    assert "== fold 1" not in last.stdout and "cross-validation, 2 folds pooled" in last.stdout
+    assert json.loads((run / "eval" / "metrics.json").read_text())["n"] == len(_records())
+
+
+def test_only_folds_outside_the_folds_is_refused():
+    from train.data import DataError, check_only_folds
+
+    check_only_folds(3, [0, 2])
+    with pytest.raises(DataError, match=r"fold numbers 0 to 2 of data.folds=3, found \[3\]"):
+        check_only_folds(3, [3])
+    with pytest.raises(DataError, match="data.folds is 0"):
+        check_only_folds(0, [0])
+
+
+@pytest.mark.slow
 def test_eval_run_rescores_a_folds_export_to_the_folds_own_figures(cv_run, tmp_path):
     """A fold's export, scored again by eval/run.py on the fold's test part, with its stored threshold."""
     out, _ = cv_run

@@ -23,13 +23,15 @@ def fold_done(run_dir: Path, i: int) -> bool:
 
 
 def train_folds(cfg: SFTConfig, info: DistInfo) -> dict | None:
-    """Train and evaluate every fold (a finished fold is kept when resuming), then score the pooled
-    predictions; the pooled metrics on rank 0, None elsewhere or when a fold stopped early."""
+    """Train and evaluate every fold (`data.only_folds`: those; a finished fold is kept when resuming),
+    then, once every fold is finished, score the pooled predictions; the pooled metrics on rank 0,
+    None elsewhere, when a fold stopped early or while folds are left to other launches."""
     cfg, run_dir = agree_on_output_dir(cfg, info)
     folds_dir = run_dir / "folds"
     on_main_rank(lambda: deal_once(cfg.data, folds_dir), info.is_main)     # every rank enters; rank 0 looks
     barrier()
-    for i in range(cfg.data.folds):
+    only = cfg.data.only_folds
+    for i in range(cfg.data.folds) if only is None else sorted(set(only)):
         if cfg.resume == "auto" and fold_done(run_dir, i):
             if info.is_main:
                 print(f"fold {i}: finished earlier, kept ({run_dir / f'fold_{i}'})", flush=True)
@@ -40,7 +42,11 @@ def train_folds(cfg: SFTConfig, info: DistInfo) -> dict | None:
         barrier()
         if not fold_done(run_dir, i):          # stopped early: the trainer said how to continue
             return None
-    if not info.is_main:
+    left = [i for i in range(cfg.data.folds) if not fold_done(run_dir, i)]
+    if not info.is_main or left:
+        if left and info.is_main:
+            print(f"folds {left} are not finished: the launch that finishes the last of them pools the "
+                  f"{cfg.data.folds}, as does a launch with output_dir={run_dir} resume=auto", flush=True)
         return None
     metrics = pool_folds(cfg.task.scorer, cfg.data.folds, cfg.eval.bertscore, run_dir)
     print(f"== cross-validation, {cfg.data.folds} folds pooled\n"

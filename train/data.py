@@ -63,12 +63,19 @@ def check_run_config(cfg: SFTConfig, world: int) -> None:
     if cfg.data.folds and not cfg.eval.enabled:
         raise DataError(f"data.folds={cfg.data.folds} scores every record in its fold's test part: it needs "
                         "eval.enabled=true")
+    check_only_folds(cfg.data.folds, cfg.data.only_folds)
     known = set(cfg.data.bucket_budgets)
     for name in data_request(cfg).buckets:
         if name not in known:
             raise DataError(f"bucket {name!r} (curriculum.stages / eval.buckets) is not in "
                             f"data.bucket_budgets {sorted(known)}")
     check_data_config(cfg.data)
+
+
+def check_only_folds(folds: int, only: list[int] | None) -> None:
+    if only is not None and (not folds or any(not 0 <= i < folds for i in only)):
+        raise DataError(f"data.only_folds: expected fold numbers 0 to {folds - 1} of data.folds={folds}, "
+                        f"found {list(only)}" + ("" if folds else " (data.folds is 0: no cross-validation)"))
 
 
 def stage_grad_accum(optim: OptimConfig, stage: StageConfig | None) -> tuple[int, str]:
