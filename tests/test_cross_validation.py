@@ -114,7 +114,7 @@ def test_launches_side_by_side_train_their_own_folds_and_the_last_one_pools(tmp_
     """data.only_folds: [] deals the folds, [1] trains fold 1 alone and leaves the pooling, [0] trains
     fold 0, finds both finished and pools every record once."""
     run = tmp_path / "run"
-    _, dealt = _cross_validate("ragtruth_sentence_demo", tmp_path, "data.only_folds=[]", nproc=1)
+    _cross_validate("ragtruth_sentence_demo", tmp_path, "data.only_folds=[]", nproc=1)
     assert (run / "folds" / "fold_1" / "test.jsonl").is_file() and not (run / "fold_0").exists()
     _, second = _cross_validate("ragtruth_sentence_demo", tmp_path, "data.only_folds=[1]", "resume=auto", nproc=1)
     assert (run / "fold_1" / "eval" / "metrics.json").is_file() and not (run / "fold_0").exists()
