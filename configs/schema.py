@@ -17,6 +17,7 @@ from omegaconf import MISSING
 
 from configs.choices import (
     Backend,
+    CorpusLanguage,
     DataSource,
     Dtype,
     EvalMethod,
@@ -55,6 +56,7 @@ class ModelConfig:
     gradient_checkpointing: bool = False
     yarn_factor: float | None = None      # YaRN: the window x this factor, for stages past the model's own
     lora: LoraSettings = field(default_factory=LoraSettings)   # adapters, merged into the export
+    trainable_layers: int | None = None   # train the top N layers and the head; embeddings and the rest frozen
 
 
 @dataclass
@@ -83,6 +85,7 @@ class CorpusConfig:
     seed: int = 0
     test_books: int = 2
     val_books: int = 0                    # validation split (decision thresholds of binary heads)
+    language: CorpusLanguage = CorpusLanguage.zh   # the books' language: LongNovel's Chinese, or English
 
 
 @dataclass

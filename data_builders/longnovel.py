@@ -57,7 +57,7 @@ def context_records(units: list[Unit], j: int, bucket: str, split: str) -> list[
     """The hallucinated and the faithful record of one context."""
     t, k, u = units[0].unit_index, len(units), units[j]
     base = {
-        "task": "summarization", "language": "zh",
+        "task": "summarization", "language": u.language,
         "source": "\n\n".join(x.text for x in units),
         "position": position_of(j, k), "length_bucket": bucket,
         "meta": {"book_id": u.book_id, "first_unit": t, "n_units": k,

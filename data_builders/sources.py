@@ -75,7 +75,8 @@ def _embedded(data: DataConfig, want: DataRequest, tokenizer) -> tuple[dict[str,
     from data_builders.novel_corpus import generate_corpus
 
     c = data.corpus
-    units = generate_corpus(c.n_books, c.units_per_book, (c.unit_chars_min, c.unit_chars_max), c.seed)
+    units = generate_corpus(c.n_books, c.units_per_book, (c.unit_chars_min, c.unit_chars_max), c.seed,
+                            str(c.language))
     budgets = {b: data.bucket_budgets[b] for b in want.buckets}
     report = BuildReport()
     out = build_longnovel(units, tokenizer, budgets, c.test_books, length_template(want.template),
@@ -187,6 +188,9 @@ def check_data_config(data: DataConfig) -> None:
             raise DataError(f"data.source={data.source} needs data.root=<a directory>, found {data.root!r}")
         for path in source.files(Path(data.root)).values():
             source.check_file(path)
+    if data.source == DataSource.anah_embedded and data.corpus.language != "zh":
+        raise DataError(f"data.source=anah_embedded builds Chinese ANAH-style answers: it needs "
+                        f"data.corpus.language=zh, found {data.corpus.language}")
     if data.source == DataSource.mixture:
         if not data.mixture:
             raise DataError("data.source=mixture needs data.mixture: a list of {name, root, weight}")

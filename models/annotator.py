@@ -1,6 +1,8 @@
 """Loading an annotator of either kind from a Hugging Face directory."""
 from __future__ import annotations
 
+import re
+
 from models.heads import EncoderClassifier, PooledClassifier, TokenClassifier
 from models.kinds import kind_of
 from models.lora import add_lora
@@ -26,3 +28,22 @@ WRAPPERS = (PooledClassifier, EncoderClassifier, TokenClassifier, ResponseLM)   
 def hf_model(module):
     """The Hugging Face model inside a (possibly wrapped) module."""
     return module.model if isinstance(module, WRAPPERS) else module
+
+
+_LAYER = re.compile(r"(?:^|\.)layers?\.(\d+)\.")
+
+
+def train_top_layers(hf, n: int) -> tuple[int, int]:
+    """Freeze the embeddings and every transformer layer but the top `n` (`model.trainable_layers`): the
+    layers above them, the final norm and the head stay trainable, and backward stops at the lowest trained
+    layer. Returns (trainable, all) parameter counts."""
+    layers = max((int(m.group(1)) + 1 for name, _ in hf.named_parameters() if (m := _LAYER.search(name))),
+                 default=0)
+    if not 0 < n <= layers:
+        raise ValueError(f"model.trainable_layers={n}: expected 1..{layers}, the model's number of layers")
+    for name, param in hf.named_parameters():
+        found = _LAYER.search(name)
+        below = found is not None and int(found.group(1)) < layers - n
+        param.requires_grad_(not (below or "embed" in name.split(".")[-2]))
+    params = list(hf.parameters())
+    return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)

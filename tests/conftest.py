@@ -51,9 +51,37 @@ def torchrun(nproc: int, overrides: list[str], timeout: int = 600, env: dict | N
 def pytest_collection_modifyitems(config, items):
     import torch
 
+    for item in items:     # the reason travels with the test's reports, to the controller of pytest-xdist too
+        for mark in item.iter_markers("over_budget"):
+            item.user_properties.append(("over_budget", mark.args[0] if mark.args else ""))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs CUDA (flash-attn kernels)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# A test's budget: its setup, call and teardown together (a module fixture's cost falls on the first test that
+# asks for it). Longer is allowed only with @pytest.mark.over_budget("why, in one line").
+BUDGET_S = float(os.environ.get("HALLU_TEST_BUDGET_S", "90"))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The tests over BUDGET_S, longest first: the marked ones with their reason, the others named as over."""
+    spent: dict[str, dict[str, float]] = {}
+    reasons: dict[str, str] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if isinstance(report, pytest.TestReport):
+                spent.setdefault(report.nodeid, {})[report.when] = report.duration
+                reasons.update((nodeid, why) for name, why in report.user_properties if name == "over_budget"
+                               for nodeid in [report.nodeid])
+    over = sorted(((sum(p.values()), node) for node, p in spent.items() if sum(p.values()) > BUDGET_S), reverse=True)
+    terminalreporter.section(f"tests over the {BUDGET_S:.0f} s budget: {len(over)} "
+                             f"({sum(node not in reasons for _, node in over)} unmarked)")
+    for total, node in over:
+        setup = spent[node].get("setup", 0.0)
+        why = f"marked: {reasons[node]}" if node in reasons else \
+            "UNMARKED: cut it, or mark it @pytest.mark.over_budget('why')"
+        terminalreporter.write_line(f"{total:6.0f} s ({setup:.0f} s setup)  {node}  {why}")

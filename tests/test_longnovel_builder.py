@@ -4,6 +4,7 @@ from collections import Counter
 import pytest
 
 from data_builders.hallucinate import HALLUCINATION_RULES, faithful_sentences
+from data_builders.novel_text import TEXTS
 from data_builders.longnovel import SUMMARY_SEP, BuildReport, build_longnovel, position_of
 from data_builders.novel_corpus import generate_corpus
 from data_builders.novel_lexicon import chinese_number, draw_facts, make_cast
@@ -29,19 +30,37 @@ def test_corpus_is_deterministic_and_covers_every_type(corpus):
     assert set(Counter(u.hallucination_type for u in corpus)) == set(HALLUCINATION_TYPES)
 
 
+@pytest.mark.parametrize("language", sorted(TEXTS))
 @pytest.mark.parametrize("htype", HALLUCINATION_TYPES)
-def test_each_rule_changes_exactly_one_sentence(htype):
+def test_each_rule_changes_exactly_one_sentence(htype, language):
     import random
 
+    text = TEXTS[language]
     rng = random.Random(htype)
-    facts = draw_facts(rng, make_cast(rng, 8))
-    good = faithful_sentences(facts)
-    out = HALLUCINATION_RULES[htype](facts)
+    facts = draw_facts(rng, make_cast(rng, 8, text.lexicon), text.lexicon)
+    good = faithful_sentences(facts, text)
+    out = HALLUCINATION_RULES[htype](facts, text)
     changed = [s for s in out.sentences if s not in good]
     assert changed == [out.sentence]
     assert len(out.sentences) == len(good) + (htype == "event_fabrication")
     if htype != "event_fabrication":
         assert out.correction in good and out.correction not in out.sentences
+    assert out.reason and (out.reason + out.sentence + out.correction).isascii() == (language == "en")
+
+
+def test_an_english_corpus_tells_the_same_facts_in_english_and_its_records_say_so(tokenizer):
+    books = generate_corpus(n_books=3, units_per_book=4, unit_chars=(600, 800), seed=3, language="en")
+    assert books == generate_corpus(n_books=3, units_per_book=4, unit_chars=(600, 800), seed=3, language="en")
+    for unit in books:
+        assert unit.text.isascii() and unit.summary.isascii() and unit.language == "en"
+        assert all(fact in unit.text for fact in unit.fact_sentences)
+        assert unit.hallucinated_sentence in unit.hallucinated_summary
+        assert unit.hallucinated_sentence not in unit.faithful_summary
+        assert 600 <= len(unit.text) < 1100
+    records = build_longnovel(books, tokenizer, {"S": 4096}, test_books=1)
+    assert {r["language"] for split in records.values() for r in split} == {"en"}
+    hallucinated = [r for r in records["train"] if r["label"] == 1]
+    assert all(r["response"][s["start"]:s["end"]] for r in hallucinated for s in r["spans"])
 
 
 def test_chinese_numbers():

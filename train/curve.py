@@ -1,8 +1,8 @@
 """Learning curves and early stopping (`trainer.eval_every`, `trainer.early_stopping_patience`).
 
 Every `eval_every` optimizer steps of a stage, and at its last step, the current weights are exported
-to `<run>/curve/latest` and scored on the validation split by the final evaluation's own predictor
-(a head's threshold chosen on that split) and scorer. Each point is a row of `<run>/curve.jsonl`
+to `<run>/curve/latest` and scored on the validation records of the stage's own bucket by the final
+evaluation's own predictor (a head's threshold chosen on them) and scorer. Each point is a row of `<run>/curve.jsonl`
 (the validation MCC and accuracy), drawn with the training loss in `<run>/curve.png`, and the final
 evaluation's report shows the plot. With a patience, a stage stops once its validation MCC has not
 improved for that many points in a row, and the stage's export is its best point's weights

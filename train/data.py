@@ -49,6 +49,10 @@ def check_run_config(cfg: SFTConfig, world: int) -> None:
     check_task_config(cfg.task)
     check_backbone_config(cfg)
     check_parallel_config(cfg, world)
+    layers = cfg.model.trainable_layers
+    if layers is not None and (layers < 1 or cfg.model.lora.enabled):
+        raise DataError(f"model.trainable_layers={layers}: expected null (train every layer) or N >= 1 top layers "
+                        f"trained in full, without LoRA adapters (model.lora.enabled={cfg.model.lora.enabled})")
     keep = cfg.trainer.keep_checkpoints
     if keep is not None and keep < 1:
         raise DataError(f"trainer.keep_checkpoints: expected null (keep all) or at least 1 (a run always keeps "

@@ -17,7 +17,7 @@ from configs.schema import (
     TaskConfig,
     stage_sp_size,
 )
-from models.annotator import WRAPPERS, hf_model, load_annotator
+from models.annotator import WRAPPERS, hf_model, load_annotator, train_top_layers
 from models.builders import torch_dtype
 from models.export_spec import AnnotatorSpec, write_model_card
 from models.kinds import kind_of
@@ -109,6 +109,8 @@ def build_engine(cfg: SFTConfig, weights_dir: str, world_size: int, lr: float, t
         del keep_alive
         unset_hf_deepspeed_config()
     hf = hf_model(model)
+    if cfg.model.trainable_layers:
+        train_top_layers(hf, cfg.model.trainable_layers)
     if cfg.model.gradient_checkpointing:
         enable_checkpointing(hf)
         if cfg.model.lora.enabled:
@@ -116,7 +118,7 @@ def build_engine(cfg: SFTConfig, weights_dir: str, world_size: int, lr: float, t
     hf.config.use_cache = False
     model = kind_of(cfg.task).for_training(model, cfg.trainer.loss_chunk_tokens)
     optimizer = None if "optimizer" in config else torch.optim.AdamW(
-        model.parameters(), **_adam_params(cfg.optim, lr), fused=cfg.optim.fused)
+        [p for p in model.parameters() if p.requires_grad], **_adam_params(cfg.optim, lr), fused=cfg.optim.fused)
     warmup = int(cfg.optim.warmup_ratio * total_steps)
     schedule = lr_lambda(cfg.optim.scheduler, total_steps, warmup)
     engine, *_ = deepspeed.initialize(

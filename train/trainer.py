@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from configs.schema import DataConfig, SFTConfig, StageConfig, TaskConfig, stage_sp_size, to_container
-from data_builders.sources import DataError, train_split
+from data_builders.sources import DataError, in_bucket, train_split
 from eval.report import read_rows
 from eval.runner import data_request
 from eval.tracking import Tracker
@@ -182,7 +182,7 @@ def _run_one_stage(run: Run, index: int, stage: StageConfig, start_step: int, gl
         ctx.curve = Curve.resumed(run_dir, index, stage.name, cfg.trainer.eval_every,
                                   cfg.trainer.early_stopping_patience, info.is_main)
         ctx.export = lambda eng, d: export_hf(eng, cfg, start_weights, run.tokenizer, d, info.is_main, spec)
-        ctx.score = lambda d: validation_scores(cfg, str(d), run.val_records, info)
+        ctx.score = lambda d: validation_scores(cfg, str(d), in_bucket(run.val_records, stage.bucket), info)
     global_step, stopped = run_stage(engine, samples, plan, ctx, start_step, global_step)
     if not stopped:
         export_dir = stage_dir(run_dir, index, stage.name) / "hf"
