@@ -4,10 +4,10 @@ from collections import Counter
 import pytest
 
 from data_builders.hallucinate import HALLUCINATION_RULES, faithful_sentences
-from data_builders.novel_text import TEXTS
 from data_builders.longnovel import SUMMARY_SEP, BuildReport, build_longnovel, position_of
 from data_builders.novel_corpus import generate_corpus
 from data_builders.novel_lexicon import chinese_number, draw_facts, make_cast
+from data_builders.novel_text import TEXTS
 from data_builders.schema import HALLUCINATION_TYPES
 
 BUDGETS = {"S": 2048, "M": 4096}

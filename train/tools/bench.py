@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -161,8 +162,9 @@ def _stage_throughput(cfg, path: str, tok, records: list[dict], stage, n: int, i
             "median_tokens": statistics.median(step_tokens)}
 
 
-def _data_dir(work: Path) -> Path:
-    """Records of the demo corpus (S and M buckets), built once for the sections that need them."""
+def _data_dir(work: Path, books: int | None = None) -> Path:
+    """Records of the demo corpus (S and M buckets; `books` of them, else the demo's), built once for the sections
+    that need them."""
     from data_builders.schema import write_jsonl
     from data_builders.sources import build_records
     from eval.runner import data_request
@@ -170,7 +172,7 @@ def _data_dir(work: Path) -> Path:
 
     out = work / "data"
     if not (out / "train.jsonl").exists():
-        cfg = _compose([_stages(1, 1)])
+        cfg = _compose([_stages(1, 1), *([f"data.corpus.n_books={books}"] if books else [])])
         tokenizer = load_tokenizer(resolve_model_path(cfg.model.name_or_path))
         write_jsonl(out / "train.jsonl", build_records(cfg.data, data_request(cfg), tokenizer)
                     [0]["train"])
@@ -204,7 +206,7 @@ def padding(data_dir: Path, micro_batch: int = 4, capacity: int = 8192) -> dict:
             "row_capacity": capacity, "row_fill": sum(lengths) / (len(rows) * capacity)}
 
 
-def data_and_scoring(n_scored: int = 10_000) -> dict:
+def data_and_scoring(n_scored: int = 10_000, books: int = 8) -> dict:
     from data_builders.longnovel import build_longnovel
     from data_builders.novel_corpus import generate_corpus
     from eval.scoring import score_files
@@ -212,7 +214,7 @@ def data_and_scoring(n_scored: int = 10_000) -> dict:
 
     tok = load_tokenizer(resolve_model_path("embedded:qwen3-tiny"))
     t0 = time.perf_counter()
-    units = generate_corpus(8, 48, (1000, 1400), 0)
+    units = generate_corpus(books, 48, (1000, 1400), 0)
     built = build_longnovel(units, tok, {"S": 2048, "M": 16384, "L": 32768}, test_books=2)
     build_s = time.perf_counter() - t0
     n_built = sum(map(len, built.values()))
@@ -273,7 +275,8 @@ def annotation(data_dir: Path, work: Path, n: int = 8, new_tokens: int = 64) -> 
     torch.set_num_threads(CORES)
     rows = [{"id": r["id"], "source": r["source"], "response": r["response"]}
             for r in read_records(data_dir / "train.jsonl") if r["length_bucket"] == "S"][:n]
-    out = {"rows": len(rows), "sentences_per_row": statistics.mean(r["response"].count("。") for r in rows)}
+    out = {"rows": len(rows), "new_tokens": new_tokens,
+           "sentences_per_row": statistics.mean(r["response"].count("。") for r in rows)}
     for kind, head, labels in (("generative", "binary", ["faithful", "hallucinated"]),
                                ("discriminative", "binary", ["faithful", "hallucinated"])):
         export = work / f"annotator_{kind}"
@@ -391,7 +394,8 @@ def _inference_rows(i: dict) -> list[str]:
 
 def _annotation_rows(a: dict) -> list[str]:
     return [f"| eval.annotate at 2k, sentence by sentence ({a['sentences_per_row']:.0f} sentences a row): "
-            f"binary head / generative (answers cut at 64 tokens) | {a['discriminative_rows_per_s']:.2f} / "
+            f"binary head / generative (answers cut at {a.get('new_tokens', 64)} tokens) | "
+            f"{a['discriminative_rows_per_s']:.2f} / "
             f"{a['generative_rows_per_s']:.2f} rows/s | - |"]
 
 
@@ -439,19 +443,39 @@ def run_model(model: str, steps: int) -> dict:
                 "throughput": throughput(Path(tmp), steps, steps, model, evidence=REAL_STAGES)}
 
 
+@dataclass(frozen=True)
+class Sizes:
+    """How much each section measures. --quick measures every section at its smallest size: it shows that the
+    command runs end to end and what it prints, not figures to quote."""
+    steps: int = 20                         # training steps at the first length (the first is warm-up)
+    long_steps: int = 6                     # ... at the longer ones
+    lengths: tuple[int, ...] = TINY_LENGTHS
+    books: int | None = None                # the demo corpus's books (None: the demo's own)
+    scored: int = 10_000                    # records scored by the data section
+    built_books: int = 8                    # books the data section builds
+    inferred: int = 48                      # prompts of the inference section
+    new_tokens: int = 64                    # tokens decoded by the inference and annotation sections
+    annotated: int = 8                      # rows of the annotation section
+    product_rows: tuple[int, int] = (64, 8)     # MiniLM rows, SmolLM2 rows
+
+
+QUICK = Sizes(steps=3, long_steps=2, lengths=TINY_LENGTHS[:1], books=4, scored=2_000, built_books=3, inferred=8,
+              new_tokens=16, annotated=2, product_rows=(4, 1))
+
+
 def sections(work: Path, quick: bool) -> dict:
     """Every section of the full run, by name, in the order it runs them."""
     from train.tools.bench_loss import measure as bench_loss
     from train.tools.bench_sp import bench as bench_sp
 
-    steps, long_steps = (4, 2) if quick else (20, 6)
-    return {"throughput": lambda: throughput(work, steps, long_steps),
-            "padding": lambda: padding(_data_dir(work)),
-            "inference": lambda: inference(_data_dir(work)),
-            "annotation": lambda: annotation(_data_dir(work), work),
-            "product": lambda: product(work, *((16, 2) if quick else (64, 8))),
-            "zero_offload": lambda: zero_offload(work, steps),
-            "data": data_and_scoring,
+    z = QUICK if quick else Sizes()
+    return {"throughput": lambda: throughput(work, z.steps, z.long_steps, lengths=z.lengths),
+            "padding": lambda: padding(_data_dir(work, z.books)),
+            "inference": lambda: inference(_data_dir(work, z.books), z.inferred, z.new_tokens),
+            "annotation": lambda: annotation(_data_dir(work, z.books), work, z.annotated, z.new_tokens),
+            "product": lambda: product(work, *z.product_rows),
+            "zero_offload": lambda: zero_offload(work, z.steps),
+            "data": lambda: data_and_scoring(z.scored, z.built_books),
             "sequence_parallel": lambda: bench_sp([16384, 32768], repeat=1),
             "loss_memory": bench_loss}
 
@@ -477,7 +501,8 @@ def run(quick: bool, only: tuple[str, ...] = ()) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="bench.json")
-    parser.add_argument("--quick", action="store_true", help="fewer steps, no sequence-parallel section")
+    parser.add_argument("--quick", action="store_true",
+                        help="every section at its smallest size (see Sizes), no sequence-parallel or loss section")
     parser.add_argument("--model", help="only the throughput section, for this model (embedded:smollm2-135m or a "
                                         "local directory), on summary sentences and their evidence at 512 and 2k")
     parser.add_argument("--only", default="",
