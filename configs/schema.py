@@ -325,6 +325,8 @@ class EvalConfig:
     batch_tokens: int = 16384             # and at most this many tokens per batch (rows x longest): at 16k
                                           # and 32k one prompt at a time, so evaluation needs no more memory
                                           # than a training step at the same length
+    export: str | None = None             # eval.method=grounding: the fitted annotator written there as an export that
+                                          # eval.annotate applies (with data.folds: fitted again on every record)
     padded_batches: bool = False          # greedy decoding: batch prompts of any length, left-padded with an attention
                                           # mask (short prompts on a GPU: a judge over a benchmark); off, it batches
                                           # equal lengths only, whose answers are exactly one-at-a-time decoding's

@@ -158,6 +158,26 @@ def deal_folds(d: DataConfig, out: Path) -> str:
     """The folds of a `data.folds` run, written as records directories under `out`; their report."""
     records = [rec for path in pooled_files(Path(d.root)) for rec in read_records(path)]
     folds = grouped_folds(records, d.folds, SEED, d.fold_val_fraction, d.fold_by)
+    return write_folds(folds, out, d.fold_by, _with_training_extras(folds, d, records))
+
+
+def deal_all(d: DataConfig, out: Path) -> dict[str, list]:
+    """Every record of a `data.folds` run as one more fold without a test part (train and val as a fold's are
+    dealt, with its synthetic and extra training records), written to `out`: what an annotator measured by the
+    folds is fitted on to be shipped."""
+    records = [rec for path in pooled_files(Path(d.root)) for rec in read_records(path)]
+    whole = _fold([], records, d.fold_val_fraction, f"{SEED}:all")
+    notes = _with_training_extras([whole], d, records)
+    for name in ("train", "val"):
+        write_jsonl(out / f"{name}.jsonl", whole[name])
+    (out / "folds_report.txt").write_text(f"every record: {len(whole['train'])} train, {len(whole['val'])} val\n"
+                                          + "".join(f"{n}\n" for n in notes), encoding="utf-8")
+    return whole
+
+
+def _with_training_extras(folds: list[dict[str, list]], d: DataConfig, records: list[dict]) -> list[str]:
+    """Each fold's training part with the synthetic records built from it and `data.fold_extra_train`'s; the
+    report lines."""
     s = d.synthetic
     notes = with_synthetic(folds, s) if (s.twins or s.swapped or s.distractor) else []
     if d.fold_extra_train:
@@ -165,7 +185,7 @@ def deal_folds(d: DataConfig, out: Path) -> str:
         for fold in folds:
             fold["train"] = fold["train"] + extra
         notes += lines
-    return write_folds(folds, out, d.fold_by, notes)
+    return notes
 
 
 @reports_user_errors("data_builders.folds")

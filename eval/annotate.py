@@ -38,6 +38,7 @@ from data_builders.progress import progress
 from data_builders.schema import TASKS, RecordError, iter_jsonl, read_jsonl, read_jsonl_to_append
 from data_builders.user_errors import reports_user_errors
 from eval.annotation_summary import write_summary
+from eval.exports import GROUNDING, GroundingAnnotator
 from eval.predictors import AnnotatorPredictor, Inference
 from eval.scoring import scorer
 from eval.thresholds import DEFAULT, is_hallucinated
@@ -50,7 +51,7 @@ OUTPUT_FORMATS = ("spans", "tokens")       # what Annotator.predict returns
 @dataclass
 class Annotator:
     spec: AnnotatorSpec
-    predictor: AnnotatorPredictor
+    predictor: AnnotatorPredictor | GroundingAnnotator
 
     @classmethod
     def load(cls, path: str | Path, backend: str = "hf", batch_size: int = 8, batch_tokens: int = 16384,
@@ -59,6 +60,8 @@ class Annotator:
         backend="openai" its prompts go to the endpoint `judge` names (a served copy of it, say);
         `dtype` as `model.dtype` (auto: fp32 on a CPU)."""
         spec = AnnotatorSpec.load(path)
+        if spec.method == GROUNDING:
+            return cls(spec, GroundingAnnotator(path))
         inference = Inference(backend=backend, max_new_tokens=spec.max_new_tokens, batch_size=batch_size,
                               batch_tokens=batch_tokens, dtype=str(dtype), vllm=VllmConfig(), judge=judge)
         predictor = AnnotatorPredictor(spec, inference, str(path), progress=False)
@@ -122,8 +125,9 @@ class Annotator:
             rec["question"] = row["question"]
         if self.spec.scorer == "anah" and not rec["meta"].get("window"):   # as ANAH's builders retrieve it
             rec["meta"]["window"] = SourceIndex(source, language).window(rec["response"])
-        if not self.spec.evidence_sentences and not uses_pairs(self.predictor.tokenizer):   # an encoder chunks
-            n = len(prompt_ids(rec, self.predictor.tokenizer, self.spec.template))
+        tokenizer = self.predictor.tokenizer          # None: a grounding export reads words, whatever the length
+        if tokenizer is not None and not self.spec.evidence_sentences and not uses_pairs(tokenizer):   # encoders chunk
+            n = len(prompt_ids(rec, tokenizer, self.spec.template))
             if n > self.spec.max_seq_len:
                 raise ValueError(f"{where}: the prompt is {n:,} tokens, over this annotator's trained length "
                                  f"max_seq_len={self.spec.max_seq_len:,} (annotator.json); it is never cut: shorten "

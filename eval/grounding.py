@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from configs.choices import EvidenceUnit
 from configs.schema import GroundingConfig
 from data_builders.progress import progress
 from data_builders.sentences import sentence_spans, unit_spans
@@ -318,13 +319,17 @@ class GroundingModel:
         return {"id": rec["id"], "label": label, "score": score, "threshold": threshold, "spans": spans,
                 "per_unit": per_unit}
 
-    def save(self, path: Path, provenance: dict) -> None:
-        """The model as JSON: thresholds with where they came from, and each weight beside its feature."""
+    def feature_names(self) -> dict[str, list[str]]:
+        """The columns of the sentence model and of the response model, in order."""
         own = sentence_features(self.config)
         odds = WORD_ODDS_FEATURES if self.word_odds else ()
-        names = {"sentence": [*own, *CONTEXT_FEATURES, *self.task_types],
-                 "response": [*(f"max_{f}" for f in own + odds), *(f"mean_{f}" for f in own + odds), *CONTEXT_FEATURES,
-                              *self.task_types]}
+        return {"sentence": [*own, *CONTEXT_FEATURES, *self.task_types],
+                "response": [*(f"max_{f}" for f in own + odds), *(f"mean_{f}" for f in own + odds), *CONTEXT_FEATURES,
+                             *self.task_types]}
+
+    def save(self, path: Path, provenance: dict) -> None:
+        """The model as JSON: thresholds with where they came from, and each weight beside its feature."""
+        names = self.feature_names()
         body = {"threshold": self.threshold, "span_threshold": self.span_threshold,
                 "thresholds_by": self.thresholds_by, **provenance,
                 "task_types": self.task_types, "embedder": self.config.embedder, "unit": str(self.config.unit),
@@ -334,6 +339,28 @@ class GroundingModel:
                 **{part: {**vars(getattr(self, part)), "features": names[part]} if getattr(self, part) else None
                    for part in names}}
         path.write_text(json.dumps(body, indent=1, ensure_ascii=False), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> GroundingModel:
+        """The model `save` wrote (JSON: numbers and word counts, nothing that runs); its features are checked
+        against what this version computes, so a file of another version is refused rather than misread."""
+        body = json.loads(Path(path).read_text(encoding="utf-8"))
+        config = GroundingConfig(unit=EvidenceUnit(body["unit"]), embedder=body["embedder"], lm=body["lm"],
+                                 lm_source_tokens=body["lm_source_tokens"], negation=body["negation"],
+                                 stem=body["stem"], word_odds=body["word_odds"] is not None)
+        odds = body["word_odds"]
+        model = cls(body["task_types"], config, threshold=body["threshold"], span_threshold=body["span_threshold"],
+                    thresholds_by=body["thresholds_by"],
+                    word_odds=odds and WordOdds(odds["hallucinated"], odds["faithful"], tuple(odds["responses"]),
+                                                odds["smoothing"]))
+        for part, names in model.feature_names().items():
+            if body[part] is None:
+                continue
+            if body[part]["features"] != names:
+                raise GroundingError(f"{path}: the {part} model's features are {body[part]['features']}; this version "
+                                     f"computes {names}: fit it again with this version")
+            setattr(model, part, Linear(*(body[part][k] for k in ("mean", "scale", "weights", "bias"))))
+        return model
 
 
 class GroundingError(ValueError):

@@ -37,6 +37,10 @@ def _done(path: Path) -> set[str]:
 
 
 def run_eval(cfg: SFTConfig) -> dict:
+    if cfg.eval.export and cfg.eval.method != EvalMethod.grounding:
+        raise ValueError(f"eval.export={cfg.eval.export} writes a fitted grounding annotator (eval.method=grounding), "
+                         f"found eval.method={cfg.eval.method}; a trained model's export is written by train/sft.py "
+                         "(<run>/checkpoints/<i>-<stage>/hf)")
     if cfg.data.folds:
         if cfg.eval.method == EvalMethod.annotator:
             raise ValueError(f"data.folds={cfg.data.folds}: eval/run.py scores one model on one test split; a "
@@ -71,6 +75,9 @@ def run_eval(cfg: SFTConfig) -> dict:
             _record_generation(sitting, time.perf_counter() - started, preds_path, out)
     metrics = score_files(cfg.task.scorer, out / "gold.jsonl", preds_path, out / "scores", bertscore=cfg.eval.bertscore)
     print(report_text(out / "scores"), end="")
+    if cfg.eval.export:
+        _export(cfg, out / "grounding.json", splits.get("train") or [], "the train split of the run that wrote it "
+                f"({cfg.output_dir}), its thresholds chosen as grounding.json says", report_text(out / "scores"))
     return metrics
 
 
@@ -91,7 +98,35 @@ def run_eval_folds(cfg: SFTConfig) -> dict:
                          metrics_file="scores/metrics.json")
     report = (run_dir / "eval" / "report.md").read_text(encoding="utf-8")
     print(f"== cross-validation, {cfg.data.folds} folds pooled\n{report}", flush=True)
+    if cfg.eval.export:
+        _export_fitted_on_every_record(cfg, run_dir, report)
     return metrics
+
+
+def _export_fitted_on_every_record(cfg: SFTConfig, run_dir: Path, report: str) -> None:
+    """The method the folds measured, fitted once more on every record (train and val dealt as a fold's), and
+    written as an export (`eval.export`)."""
+    from data_builders.folds import deal_all
+
+    print(f"== fitting on every record for {cfg.eval.export}", flush=True)
+    whole = deal_all(cfg.data, run_dir / "folds" / "all")
+    fitted = run_dir / "all"
+    fitted.mkdir(parents=True, exist_ok=True)
+    predictor = PREDICTORS[cfg.eval.method].from_config(with_changes(cfg, {"data": {"folds": 0}}))
+    predictor.prepare({"train": whole["train"], "val": whole["val"]}, fitted)
+    _export(cfg, fitted / "grounding.json", whole["train"], f"every record of {cfg.data.root} ({cfg.data.folds} "
+            f"folds measured it), {len(whole['val'])} of them held out to choose its thresholds", report)
+
+
+def _export(cfg: SFTConfig, fitted: Path, records: list[dict], how: str, held_out: str) -> None:
+    from eval.exports import write_grounding_export
+
+    if not fitted.is_file():
+        raise ValueError(f"eval.export={cfg.eval.export}: no fitted model at {fitted} (a run whose predictions were "
+                         "all written before fits nothing: use a new output_dir)")
+    write_grounding_export(Path(cfg.eval.export), fitted, cfg.task, records, how, held_out)
+    print(f"export written to {cfg.eval.export}: python -m eval.annotate model={cfg.eval.export} input=IN.jsonl "
+          "output=OUT.jsonl", flush=True)
 
 
 def _record_judge(judge, out: Path) -> None:

@@ -46,6 +46,7 @@ class AnnotatorSpec:
     stage: str = ""
     training: dict = field(default_factory=dict)   # data.source, records
     evidence_unit: str = "sentence"     # what evidence_sentences judges one at a time: sentence | clause
+    method: str = "annotator"           # annotator (weights beside it) | grounding (fitted regressions: grounding.json)
     format: int = FORMAT
 
     def save(self, directory: str | Path) -> None:

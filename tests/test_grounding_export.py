@@ -1,0 +1,87 @@
+"""`eval.export`: the grounding annotator a run fitted, shipped as an export that `eval.annotate` applies with the
+scores the run gave (the same rows, the same model), fitted on every record after cross-validation."""
+import json
+import subprocess
+import sys
+
+from eval.annotate import Annotator
+from models.export_spec import AnnotatorSpec
+from tests.conftest import REPO
+from tests.test_grounding import synthetic
+
+
+def _write(path, records):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def _eval(*overrides) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "eval/run.py", "+exp=ragtruth_grounding", *overrides], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done
+
+
+def _annotate(export, rows, out) -> list[dict]:
+    _write(out.with_suffix(".in.jsonl"), [{"id": r["id"], "source": r["source"], "response": r["response"]}
+                                          for r in rows])
+    done = subprocess.run([sys.executable, "-m", "eval.annotate", f"model={export}",
+                           f"input={out.with_suffix('.in.jsonl')}", f"output={out}", "progress=false"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def _same_as_the_run(annotated: list[dict], predictions: list[dict], test: list[dict]) -> None:
+    """Labels and spans equal, scores equal (one process computed both from the same JSON numbers)."""
+    by_id = {p["id"]: p for p in predictions}
+    assert [a["id"] for a in annotated] == [r["id"] for r in test]
+    for a, r in zip(annotated, test):
+        p = by_id[r["id"]]
+        assert a["label"] == ("hallucinated" if p["label"] else "faithful") and a["score"] == p["score"], (a, p)
+        assert [[s["start"], s["end"]] for s in a["spans"]] == p["spans"]
+        assert all(r["response"][s["start"]:s["end"]] == s["text"] for s in a["spans"])
+
+
+def test_the_export_of_a_run_annotates_its_test_rows_as_the_run_scored_them(tmp_path):
+    data, export = tmp_path / "data", tmp_path / "export"
+    test = synthetic(40, 2)
+    for name, records in (("train", synthetic(120, 0)), ("val", synthetic(40, 1)), ("test", test)):
+        _write(data / f"{name}.jsonl", records)
+    _eval(f"data.root={data}", "data.folds=0", f"output_dir={tmp_path / 'run'}", f"eval.export={export}",
+          "eval.grounding.stem=true", "eval.grounding.word_odds=true")
+    spec = AnnotatorSpec.load(export)
+    assert spec.method == "grounding" and spec.scorer == "spans" and spec.training["records"] == 120
+    assert "## Cross-validated evaluation" in (export / "README.md").read_text()
+    predictions = [json.loads(line) for line in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()]
+    _same_as_the_run(_annotate(export, test, tmp_path / "out.jsonl"), predictions, test)
+    assert any(p["label"] for p in predictions) and not all(p["label"] for p in predictions)
+    row = test[1]                                      # from Python, as LettuceDetect's callers ask
+    spans = Annotator.load(export).predict(context=[row["source"]], answer=row["response"])
+    assert spans == _annotate(export, [row], tmp_path / "one.jsonl")[0]["spans"]
+
+
+def test_after_cross_validation_the_export_is_fitted_on_every_record_as_a_fold_is(tmp_path):
+    data, export, fresh = tmp_path / "data", tmp_path / "export", synthetic(30, 7)
+    _write(data / "test.jsonl", synthetic(150, 0))
+    done = _eval(f"data.root={data}", f"output_dir={tmp_path / 'run'}", f"eval.export={export}")
+    assert "folds pooled" in done.stdout and f"export written to {export}" in done.stdout
+    whole = tmp_path / "run" / "folds" / "all"
+    train = [json.loads(line) for line in (whole / "train.jsonl").read_text().splitlines()]
+    val = [json.loads(line) for line in (whole / "val.jsonl").read_text().splitlines()]
+    assert len(train) + len(val) == 150 and val and AnnotatorSpec.load(export).training["records"] == len(train)
+    card = (export / "README.md").read_text()
+    assert "folds pooled" in card or "Per fold" in card
+    # the same recipe run on those train and val parts scores fresh rows as the export annotates them
+    _write(whole / "test.jsonl", fresh)
+    _eval(f"data.root={whole}", "data.folds=0", f"output_dir={tmp_path / 'again'}")
+    predictions = [json.loads(line) for line in (tmp_path / "again" / "predictions.jsonl").read_text().splitlines()]
+    _same_as_the_run(_annotate(export, fresh, tmp_path / "fresh.jsonl"), predictions, fresh)
+
+
+def test_eval_export_is_refused_for_a_method_that_fits_nothing(tmp_path):
+    done = subprocess.run([sys.executable, "eval/run.py", "+exp=ragtruth_grounding", "eval.method=nli",
+                           f"eval.export={tmp_path}", f"data.root={tmp_path}"], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1 and "eval.export=" in done.stderr and "eval.method=grounding" in done.stderr
+    assert "Traceback" not in done.stderr
