@@ -6,13 +6,7 @@ from pathlib import Path
 
 import pytest
 
-# One thread for each of pytest-xdist's workers (and the processes the tests start, which inherit it) on the cores
-# there are: two workers of two threads each on two cores wait on each other's OpenMP barriers, which made a
-# 60-token SmolLM2 forward take 2.6 s instead of 0.4. Set before torch is imported.
-os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1)
-                                                 // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))))
-
-from train.distributed import free_port  # noqa: E402,F401  (the tests' helpers import it from here)
+from train.distributed import free_port  # noqa: F401  (the tests' helpers import it from here)
 
 REPO = Path(__file__).resolve().parents[1]
 QWEN3_8B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
@@ -52,6 +46,19 @@ def torchrun(nproc: int, overrides: list[str], timeout: int = 600, env: dict | N
            *overrides]
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_SILENT": "true", **(env or {})}
     return subprocess.run(cmd, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def pytest_configure(config):
+    """One thread for each of pytest-xdist's workers (and the processes its tests start, which inherit it) on the
+    cores there are: two workers of two threads each on two cores wait on each other's OpenMP barriers, which
+    made a 60-token SmolLM2 forward take 2.6 s instead of 0.4. HALLU_TEST_THREADS sets another count."""
+    import torch
+
+    workers = getattr(config, "workerinput", {}).get("workercount") or config.getoption("numprocesses", None)
+    workers = workers if isinstance(workers, int) and workers > 0 else 1
+    threads = int(os.environ.get("HALLU_TEST_THREADS") or max(1, (os.cpu_count() or 1) // workers))
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    torch.set_num_threads(threads)
 
 
 def pytest_collection_modifyitems(config, items):
