@@ -98,8 +98,11 @@ def test_nli_model_reads_its_label_order(tiny_nli):
 
 
 def _run(args, tmp_path):
+    # a small corpus built in the S bucket alone (the demo's stages would build its 16k and 32k records too)
     env_args = [sys.executable, str(REPO / "eval" / "run.py"), "+exp=longnovel_whole_source_demo",
                 "eval.buckets=[S]", "eval.max_per_bucket=2", "data.corpus.val_books=1", "trainer.progress=false",
+                "data.corpus.n_books=4", "data.corpus.test_books=2", "data.corpus.units_per_book=6",
+                "curriculum.stages=[{name: s2k, bucket: S, max_seq_len: 2048, max_steps: 1}]",
                 f"output_dir={tmp_path}", *args]
     return subprocess.run(env_args, cwd=REPO, capture_output=True, text=True, timeout=600)
 
