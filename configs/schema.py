@@ -73,7 +73,8 @@ class TaskConfig:
     evidence_unit: EvidenceUnit = EvidenceUnit.sentence   # what is judged with evidence_sentences: sentence |
                                           # clause (a sentence cut at ，；：/ , ; :)
     evidence_sentences: int = 0           # > 0: judge each response sentence against its k best-matching source
-                                          # sentences (data_builders/evidence.py); a record scores its worst one
+                                          # sentences (data_builders/model_inputs/evidence.py); a record scores its
+                                          # worst one
 
 
 @dataclass
@@ -99,7 +100,7 @@ class MixtureSource:
 
 @dataclass
 class SyntheticConfig:
-    """Synthetic training records built from each fold's training part (data_builders/twins.py)."""
+    """Synthetic training records built from each fold's training part (data_builders/synthetic/twins.py)."""
     twins: int = 0                        # hallucinated twins per faithful record, each another edit kind
     swapped: float = 0.0                  # share of faithful records also paired with another record's source
     distractor: float = 0.0               # share of faithful records also given a distractor source (still faithful)
@@ -228,7 +229,7 @@ class NliConfig:
 
 @dataclass
 class GroundingConfig:
-    """eval.method=grounding (eval/grounding.py): what each response sentence says that its source does not,
+    """eval.method=grounding (eval/baselines/grounding.py): what each response sentence says that its source does not,
     weighed by logistic regressions fitted on the train split, thresholds chosen on the validation split."""
     c: float = 1.0                     # inverse L2 strength of both regressions
     unit: EvidenceUnit = EvidenceUnit.sentence   # sentence | clause: what is judged and marked as a span

@@ -23,9 +23,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from data_builders import anah_released, faithbench, hallumix, halueval, ragtruth, summedits, uhgeval
-from data_builders.importer import IMPORTERS
-from data_builders.schema import write_jsonl
+from data_builders.importers import anah_released, faithbench, hallumix, halueval, ragtruth, summedits, uhgeval
+from data_builders.importers.registry import IMPORTERS
+from data_builders.records import write_jsonl
 
 # each module registers its importers when imported
 IMPORTER_MODULES = (anah_released, faithbench, hallumix, halueval, ragtruth, summedits, uhgeval)

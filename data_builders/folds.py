@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 from configs.schema import DataConfig, SyntheticConfig
-from data_builders.schema import read_records, write_jsonl
-from data_builders.twins import SyntheticSettings, count_line, synthesize
-from data_builders.user_errors import reports_user_errors
+from data_builders.common.user_errors import reports_user_errors
+from data_builders.records import read_records, write_jsonl
+from data_builders.synthetic.twins import SyntheticSettings, count_line, synthesize
 
 
 def source_key(rec: dict) -> str:

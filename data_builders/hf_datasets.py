@@ -10,7 +10,7 @@ from pathlib import Path
 
 from datasets import Dataset
 
-from data_builders.schema import read_records, validate_record
+from data_builders.records import read_records, validate_record
 
 
 def records_dataset(records: list[dict] | str | Path) -> Dataset:

@@ -12,7 +12,7 @@ import math
 import random
 from pathlib import Path
 
-from data_builders.schema import read_records
+from data_builders.records import read_records
 
 COPY_MARK = "~"   # id suffix of the 2nd, 3rd, ... copy of an up-weighted training record
 

@@ -15,11 +15,11 @@ import sys
 from itertools import zip_longest
 from pathlib import Path
 
-from data_builders.longnovel import DEFAULT_BUDGETS, build_longnovel
-from data_builders.longnovel_released import released_row
-from data_builders.novel_corpus import generate_corpus
-from data_builders.schema import write_jsonl
-from data_builders.user_errors import reports_user_errors
+from data_builders.common.user_errors import reports_user_errors
+from data_builders.importers.longnovel_released import released_row
+from data_builders.records import write_jsonl
+from data_builders.synthetic.length_extension import DEFAULT_BUDGETS, build_longnovel
+from data_builders.synthetic.novel_corpus import generate_corpus
 
 BUCKETS = ("S", "M", "L")
 # 8 books of 48 units (the last 2 for test): 2 M (16k) and 1 L (32k) contexts a book

@@ -18,9 +18,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from data_builders.cache_dir import cache_root
+from data_builders.common.cache_dir import cache_root
 
-ENCODER_VERSION = 1     # bump when data_builders.collate changes what a sample holds
+ENCODER_VERSION = 1     # bump when data_builders.model_inputs.collate changes what a sample holds
 
 
 def tokenizer_fingerprint(tokenizer) -> str:

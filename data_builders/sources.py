@@ -13,9 +13,9 @@ from pathlib import Path
 
 from configs.choices import DataSource
 from configs.schema import DataConfig
-from data_builders.collate import encode_sample
+from data_builders.model_inputs.collate import encode_sample
+from data_builders.records import read_records
 from data_builders.sample_cache import encoded_samples
-from data_builders.schema import read_records
 
 ALL = "all"   # a stage or evaluation bucket that takes every record, whatever its length bucket
 UNION = "+"   # "S+M": the records of several length buckets
@@ -65,14 +65,14 @@ def length_template(template: str) -> str:
     """The prompt whose token count puts a record in its length bucket: a sentence-level task
     (`sentence_check`) counts the whole-document prompt, so that S / M / L hold the same records
     whichever annotator reads them."""
-    from data_builders.prompts import SENTENCE_CHECK
+    from data_builders.model_inputs.prompts import SENTENCE_CHECK
 
     return "prompt_e" if template == SENTENCE_CHECK else template
 
 
 def _embedded(data: DataConfig, want: DataRequest, tokenizer) -> tuple[dict[str, list[dict]], str]:
-    from data_builders.longnovel import BuildReport, build_longnovel
-    from data_builders.novel_corpus import generate_corpus
+    from data_builders.synthetic.length_extension import BuildReport, build_longnovel
+    from data_builders.synthetic.novel_corpus import generate_corpus
 
     c = data.corpus
     units = generate_corpus(c.n_books, c.units_per_book, (c.unit_chars_min, c.unit_chars_max), c.seed,
@@ -85,8 +85,8 @@ def _embedded(data: DataConfig, want: DataRequest, tokenizer) -> tuple[dict[str,
 
 
 def _anah_embedded(data: DataConfig, want: DataRequest, tokenizer) -> tuple[dict[str, list[dict]], str]:
-    from data_builders.anah_sample import build_anah_sample
-    from data_builders.novel_corpus import generate_corpus
+    from data_builders.synthetic.anah_sample import build_anah_sample
+    from data_builders.synthetic.novel_corpus import generate_corpus
 
     c = data.corpus
     units = generate_corpus(c.n_books, c.units_per_book, (c.unit_chars_min, c.unit_chars_max), c.seed)
@@ -100,7 +100,7 @@ def _records(data: DataConfig, want: DataRequest, tokenizer) -> tuple[dict[str, 
 
 
 def _released(data: DataConfig, want: DataRequest, tokenizer) -> tuple[dict[str, list[dict]], str]:
-    from data_builders.longnovel_released import import_released, import_report
+    from data_builders.importers.longnovel_released import import_released, import_report
 
     root, template = Path(data.root), length_template(want.template)
     count = lambda records: rendered_lengths(records, tokenizer, template, data.num_proc)  # noqa: E731
@@ -148,7 +148,7 @@ def train_split(splits: dict[str, list[dict]], root: str | None, what: str) -> l
 
 
 def _check_released_file(path: Path) -> None:
-    from data_builders.longnovel_released import check_released
+    from data_builders.importers.longnovel_released import check_released
 
     check_released(path)
 

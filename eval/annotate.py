@@ -13,7 +13,7 @@ and `reason`, and `unparseable: true` with the `raw` text when its answer cannot
 
 Rows are written as they are annotated; run it again with the same output to continue. Then a
 summary of the whole file is printed and written beside it (`OUT.jsonl.summary.md`, with the score
-histogram `OUT.jsonl.scores.png`: eval/annotation_summary.py). The Python API is
+histogram `OUT.jsonl.scores.png`: eval/reports/annotation_summary.py). The Python API is
 `Annotator.load(EXPORT_DIR)`, then `.annotate(source, response)`, `.annotate_rows(rows)`, or, for a
 RAG answer, `.predict(context=[passages], question=..., answer=..., output_format="spans" | "tokens")`.
 Predictions go through `eval.predictors.AnnotatorPredictor`, the path of `eval/run.py` and of the
@@ -31,16 +31,16 @@ from omegaconf import DictConfig
 
 import configs.schema  # noqa: F401  (registers the schemas)
 from configs.schema import AnnotateConfig, JudgeConfig, VllmConfig, typed
-from data_builders.anah import SourceIndex
-from data_builders.collate import prompt_ids
-from data_builders.pairs import uses_pairs
-from data_builders.progress import progress
-from data_builders.schema import TASKS, RecordError, iter_jsonl, read_jsonl, read_jsonl_to_append
-from data_builders.user_errors import reports_user_errors
-from eval.annotation_summary import write_summary
-from eval.exports import GROUNDING, GroundingAnnotator
+from data_builders.common.progress import progress
+from data_builders.common.user_errors import reports_user_errors
+from data_builders.model_inputs.anah_prompts import SourceIndex
+from data_builders.model_inputs.collate import prompt_ids
+from data_builders.model_inputs.pairs import uses_pairs
+from data_builders.records import TASKS, RecordError, iter_jsonl, read_jsonl, read_jsonl_to_append
+from eval.baselines.grounding_export import GROUNDING, GroundingAnnotator
 from eval.predictors import AnnotatorPredictor, Inference
-from eval.scoring import scorer
+from eval.reports.annotation_summary import write_summary
+from eval.scorers.scoring import scorer
 from eval.thresholds import DEFAULT, is_hallucinated
 from models.builders import dtype_choice
 from models.export_spec import AnnotatorSpec

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from eval.runs import Run, config_differences, load_run
+from eval.reports.finished_runs import Run, config_differences, load_run
 
 METRICS = (("acc", "Acc.", 100), ("mcc", "MCC", 1), ("hallu_acc", "Hallu.", 100), ("nonhallu_acc", "Non-H.", 100))
 

@@ -13,14 +13,14 @@ import torch
 from transformers import AutoConfig
 
 from configs.schema import EvalConfig, GroundingConfig, ModelConfig, NliConfig, RagConfig, SFTConfig, TaskConfig
-from data_builders.collate import prompt_ids, prompt_text
-from data_builders.progress import progress
-from data_builders.prompts import CONSISTENCY, UHGEVAL_KEYWORD, render_messages
+from data_builders.common.progress import progress
+from data_builders.model_inputs.collate import prompt_ids, prompt_text
+from data_builders.model_inputs.prompts import CONSISTENCY, UHGEVAL_KEYWORD, render_messages
 from data_builders.sources import train_split
-from eval.parsers import parse_consistency_answer
-from eval.predict import predict_records, select_eval_records
-from eval.predictions import binary_decision
-from eval.scoring import scorer
+from eval.backends.in_process import predict_records, select_eval_records
+from eval.scorers.decisions import binary_decision
+from eval.scorers.parsers import parse_consistency_answer
+from eval.scorers.scoring import scorer
 from eval.thresholds import (
     DEFAULT,
     Threshold,
@@ -118,7 +118,7 @@ class AnnotatorPredictor:
         if self._vllm:
             return                # vLLM loads the model itself
         if self._served:
-            from eval.judge import Judge
+            from eval.backends.served import Judge
 
             self.judge = Judge(self.inference.judge, self.inference.max_new_tokens)
             return
@@ -141,7 +141,7 @@ class AnnotatorPredictor:
             return [scores[r["id"]] for r in recs]
 
         if t.evidence_sentences and scorer(t.scorer).unit_threshold and objective == "balanced_accuracy":
-            from data_builders.evidence import evidence_records
+            from data_builders.model_inputs.evidence import evidence_records
 
             units = [u for r in val for u in evidence_records(r, t.evidence_sentences, unit=t.evidence_unit)]
             chosen = resolve_threshold(None, stored, units, lambda recs: [
@@ -222,8 +222,8 @@ class AnnotatorPredictor:
 
     def _sentence_rows(self, records: list[dict], progress: bool | None, on_result: Write | None) -> list[dict]:
         """Each record's row from its sentences' rows (`task.evidence_sentences`)."""
-        from data_builders.evidence import evidence_records
-        from eval.sentence_level import aggregate, flagged_sentences
+        from data_builders.model_inputs.evidence import evidence_records
+        from eval.aggregation.by_sentence import aggregate, flagged_sentences
 
         k = self.task.evidence_sentences
         sentences = {r["id"]: evidence_records(r, k, labelled=False, unit=self.task.evidence_unit) for r in records}
@@ -240,9 +240,9 @@ class AnnotatorPredictor:
         return rows
 
     def _keyword_rows(self, records: list[dict], progress: bool | None, on_result: Write | None) -> list[dict]:
-        """Each record's row from its keywords' answers (eval/keyword_judge.py), KEYWORD_RECORDS records at a
+        """Each record's row from its keywords' answers (eval/aggregation/by_keyword.py), KEYWORD_RECORDS records at a
         time: their rows are written as they are done, so a stopped run continues from them."""
-        from eval.keyword_judge import keyword_row, keyword_units
+        from eval.aggregation.by_keyword import keyword_row, keyword_units
 
         rows = []
         for at in range(0, len(records), KEYWORD_RECORDS):
@@ -257,7 +257,7 @@ class AnnotatorPredictor:
 
     def _vllm_rows(self, records: list[dict], on_result: Write | None) -> list[dict]:
         """vLLM decodes every record in this process, from the token ids the HF path and training use."""
-        from eval.vllm_backend import vllm_generate
+        from eval.backends.vllm import vllm_generate
 
         i = self.inference
         prompts = [prompt_ids(r, self.tokenizer, self.task.template) for r in records]
@@ -300,7 +300,7 @@ class RagPredictor(AnnotatorPredictor):
         return cls(cfg.task, Inference.of(cfg.model, cfg.eval), path, cfg.eval.rag)
 
     def prepare(self, splits, out) -> None:
-        from data_builders.retrieval import EmbeddingRanker
+        from data_builders.model_inputs.retrieval import EmbeddingRanker
 
         if self.task.scorer == "anah":
             raise ValueError("eval.method=rag judges summaries block by block; it needs task.scorer "
@@ -312,7 +312,7 @@ class RagPredictor(AnnotatorPredictor):
         self.embedder = EmbeddingRanker(self.rag.embedder)
 
     def predict(self, records: list[dict], write: Write) -> None:
-        from eval.rag import aggregate, block_records
+        from eval.baselines.rag import aggregate, block_records
 
         r = self.rag
         for rec in progress(records, desc="rag"):
@@ -339,12 +339,12 @@ class NliPredictor:
         return load_tokenizer(resolve_model_path(self.tokenizer_path))
 
     def _score(self, rec: dict) -> dict:
-        from eval.nli import score_record
+        from eval.baselines.nli import score_record
 
         return score_record(self.model, rec, self.nli)
 
     def prepare(self, splits: dict[str, list[dict]], out: Path) -> None:
-        from eval.nli import NLIModel
+        from eval.baselines.nli import NLIModel
 
         n = self.nli
         self.model = NLIModel(n.model, n.batch_size)
@@ -381,7 +381,7 @@ class NliPredictor:
 
 class GroundingPredictor:
     """What each response sentence says that its source does not, weighed by two logistic regressions
-    fitted on the train split (eval/grounding.py); the response threshold chosen on the validation split
+    fitted on the train split (eval/baselines/grounding.py); the response threshold chosen on the validation split
     for `eval.threshold_for` (balanced accuracy, or F1), one per value of `eval.threshold_by` where set,
     the spans' for character F1. The fitted model, its thresholds and where they came from are written
     to grounding.json in the output directory."""
@@ -427,7 +427,7 @@ class GroundingPredictor:
 
     def _choose(self, splits: dict[str, list[dict]], train: list[dict]) -> None:
         """`eval.grounding.choose_among`: the fold's features, chosen on its train and val parts alone."""
-        from eval.grounding import choose_features
+        from eval.baselines.grounding import choose_features
 
         self.grounding, self.choice = choose_features(train + (splits.get("val") or []), self.grounding, self.fold_by)
         print("grounding: features {} chosen ({} inner folds by {}; ROC AUC {})".format(
@@ -437,7 +437,7 @@ class GroundingPredictor:
     def _fitted(self, splits: dict[str, list[dict]], train: list[dict]) -> tuple:
         """The model, how many records it fitted on, the records its thresholds are chosen on, their scores,
         and what those records are: the validation split, or with `cross_fit_by` both splits cross-fitted."""
-        from eval.grounding import cross_fitted_scores, fit
+        from eval.baselines.grounding import cross_fitted_scores, fit
 
         g = self.grounding
         if not g.cross_fit_by:

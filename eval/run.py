@@ -9,8 +9,8 @@ output_dir continues where it stopped. Scores go to DIR/scores/.
 import hydra
 from omegaconf import DictConfig
 
-import configs.schema  # noqa: F401  (registers the structured schemas; this entry point also uses eval.tracking)
-from data_builders.user_errors import reports_user_errors
+import configs.schema  # noqa: F401  (registers the structured schemas; this entry point also uses eval.reports.tracking)
+from data_builders.common.user_errors import reports_user_errors
 
 
 @hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
@@ -19,9 +19,9 @@ def main(composed: DictConfig) -> None:
     from pathlib import Path
 
     from configs.schema import to_container, typed
-    from eval.report import read_rows
-    from eval.runner import run_eval
-    from eval.tracking import Tracker
+    from eval.harness import run_eval
+    from eval.reports.tracking import Tracker
+    from eval.reports.writer import read_rows
 
     cfg = typed(composed)
     metrics = run_eval(cfg)

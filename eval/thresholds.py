@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from eval.metrics import binary_scores
+from eval.scorers.metrics import binary_scores
 
 DEFAULT = 0.5
 

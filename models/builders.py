@@ -19,7 +19,7 @@ import torch
 import transformers
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer, PretrainedConfig, Qwen3Config
 
-from data_builders.cache_dir import cache_root
+from data_builders.common.cache_dir import cache_root
 
 EMBEDDED_PREFIX = "embedded:"
 BUILD_VERSION = 1  # bump when a builder or the embedded tokenizer changes
@@ -127,7 +127,7 @@ EMBEDDED_ORIGIN: dict[str, tuple[str, str]] = {
     "minilm": ("sentence-transformers/all-MiniLM-L6-v2", "apache-2.0"),
     "e5-small": ("intfloat/multilingual-e5-small", "mit"),
 }
-# Model types of the encoder backbones (bidirectional, (evidence, response) pairs: data_builders/pairs.py).
+# Model types of the encoder backbones (bidirectional, (evidence, response) pairs: data_builders/model_inputs/pairs.py).
 ENCODER_TYPES = ("bert", "roberta", "deberta", "deberta-v2", "modernbert", "xlm-roberta", "distilbert", "electra")
 
 

@@ -3,7 +3,7 @@ way the annotator builds it, the head read the way it reads it, the decision at 
 
 An encoder (no chat template) reads the (evidence, response) pair in its own pair format; its snippet
 needs nothing but `transformers`. A decoder reads the toolkit's chat prompt, so its snippet renders it
-with the toolkit (`data_builders.collate.prompt_text`) and runs the model with `transformers`. A
+with the toolkit (`data_builders.model_inputs.collate.prompt_text`) and runs the model with `transformers`. A
 sentence-level annotator retrieves each sentence's evidence first: its card shows the Python API.
 Tests run the snippets and compare them with `eval.annotate` (tests/test_span_annotators.py,
 tests/test_annotate.py).
@@ -97,7 +97,7 @@ def _decoder_binary(spec, threshold: float) -> str:
     return INPUTS + f'''import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from data_builders.collate import prompt_text      # the toolkit's prompt ({spec.template}): pip install it
+from data_builders.model_inputs.collate import prompt_text      # the toolkit's prompt ({spec.template}): pip install it
 
 tokenizer = AutoTokenizer.from_pretrained(export)
 model = AutoModelForSequenceClassification.from_pretrained(export, dtype=torch.float32).eval()  # as on a CPU
@@ -111,7 +111,7 @@ def _decoder_generative(spec) -> str:
     return INPUTS + f'''import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from data_builders.collate import prompt_text      # the toolkit's prompt ({spec.template}): pip install it
+from data_builders.model_inputs.collate import prompt_text      # the toolkit's prompt ({spec.template}): pip install it
 
 tokenizer = AutoTokenizer.from_pretrained(export)
 model = AutoModelForCausalLM.from_pretrained(export, dtype=torch.float32).eval()  # as on a CPU

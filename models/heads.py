@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification
 
-from data_builders.heads import head_of
+from data_builders.model_inputs.head_targets import head_of
 from models.builders import is_encoder, is_encoder_model, torch_dtype, yarn_config
 
 

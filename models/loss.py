@@ -1,12 +1,12 @@
 """The summed losses of one micro-batch, per kind of annotator: the LM's cross-entropy on response
-tokens, and a head's classification loss (their token-weighted reduction is `train.loss`)."""
+tokens, and a head's classification loss (their token-weighted reduction is `train.loss_reduction`)."""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from data_builders.collate import IGNORE_INDEX
-from data_builders.heads import head_of
+from data_builders.model_inputs.collate import IGNORE_INDEX
+from data_builders.model_inputs.head_targets import head_of
 from models.heads import classification_loss_sum
 from models.response_lm import ResponseLM
 

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from data_builders.collate import IGNORE_INDEX
+from data_builders.model_inputs.collate import IGNORE_INDEX
 
 DEFAULT_CHUNK_TOKENS = 1024
 

@@ -10,7 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from data_builders.user_errors import reports_user_errors
+from data_builders.common.user_errors import reports_user_errors
 from models.builders import EMBEDDED_BUILDERS, materialize_embedded
 
 

@@ -26,8 +26,8 @@ ENGLISH_SAMPLE = (
 
 
 def training_texts() -> list[str]:
-    from data_builders.novel_corpus import generate_corpus
-    from data_builders.prompts import TYPE_ZH, system_prompt
+    from data_builders.model_inputs.prompts import TYPE_ZH, system_prompt
+    from data_builders.synthetic.novel_corpus import generate_corpus
 
     units = generate_corpus(n_books=6, units_per_book=20, seed=12345)
     texts = [t for u in units for t in (u.text, u.summary, u.faithful_summary,

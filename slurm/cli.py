@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("eval/compare.py", "compare finished runs: metrics, differing config keys, plots"),
     "convert": ("-m data_builders.convert", "convert a released benchmark into records"),
     "folds": ("-m data_builders.folds", "deal records into folds grouped by source"),
-    "twins": ("-m data_builders.twins", "hallucinated twins of faithful records, with exact spans"),
+    "twins": ("-m data_builders.synthetic.twins", "hallucinated twins of faithful records, with exact spans"),
     "plan": ("-m train.tools.plan", "GPU memory, host memory and disk a run needs, per stage"),
     "submit": ("slurm/submit.py", "check a run as its ranks would, render and submit it to SLURM"),
     "check": ("-m train.tools.check_run", "check a finished run directory (contract and floors)"),

@@ -17,7 +17,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 import configs.schema  # noqa: F401  (registers the structured schemas)
-from data_builders.user_errors import reports_user_errors
+from data_builders.common.user_errors import reports_user_errors
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -24,9 +24,10 @@ def qwen3_8b(tmp_path_factory):
 
 
 def shared_data(name: str) -> Path:
-    """A folder of released benchmark files in ../shared/data (HALLU_SHARED_DATA overrides); the
+    """A folder of released benchmark files under HALLU_SHARED_DATA (default: data/released in the project; CI
+    sets the variable to its copies of the files); the
     test skips, saying so, where it is absent. The project commits none of these files."""
-    root = Path(os.environ.get("HALLU_SHARED_DATA") or REPO.parent / "shared" / "data")
+    root = Path(os.environ.get("HALLU_SHARED_DATA") or REPO / "data" / "released")
     if not (root / name).is_dir():
         pytest.skip(f"needs the released files in {root / name} (see the README's 'Benchmarks' section)")
     return root / name

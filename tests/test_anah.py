@@ -3,7 +3,7 @@ import itertools
 
 import pytest
 
-from data_builders.anah import (
+from data_builders.model_inputs.anah_prompts import (
     TEMPLATES,
     TRAIN_TEMPLATES,
     SourceIndex,
@@ -11,10 +11,10 @@ from data_builders.anah import (
     annotation_target,
     pick_template,
 )
-from data_builders.anah_sample import build_anah_sample
-from data_builders.novel_corpus import generate_corpus
 from data_builders.sentences import split_sentences
-from eval.parsers import parse_anah_annotation
+from data_builders.synthetic.anah_sample import build_anah_sample
+from data_builders.synthetic.novel_corpus import generate_corpus
+from eval.scorers.parsers import parse_anah_annotation
 
 
 @pytest.mark.parametrize("text, lang, expected", [

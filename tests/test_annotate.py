@@ -9,7 +9,7 @@ import pytest
 from huggingface_hub import ModelCard
 
 from eval.annotate import Annotator
-from eval.scoring import scorer
+from eval.scorers.scoring import scorer
 from models.export_spec import PIPELINE_TAGS, SPEC_FILE, AnnotatorSpec, ExportError, write_model_card
 from tests.conftest import REPO, torchrun
 from tests.snippets import card_snippet

@@ -1,6 +1,6 @@
 """The summary `eval.annotate` writes of an annotated file: rates by the columns the input rows carry,
 the most frequent flagged spans (case and spacing ignored), and the score histogram."""
-from eval.annotation_summary import group_columns, summarize, write_summary
+from eval.reports.annotation_summary import group_columns, summarize, write_summary
 
 
 def _rows() -> tuple[list[dict], list[dict]]:

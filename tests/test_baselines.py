@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from eval.nli import CON, ENT, NLIModel, hallucination_score, pool, segments, self_background
-from eval.rag import aggregate, align, char_blocks
+from eval.baselines.nli import CON, ENT, NLIModel, hallucination_score, pool, segments, self_background
+from eval.baselines.rag import aggregate, align, char_blocks
 from tests.conftest import REPO
 
 

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from eval.predict import predict_records
+from eval.backends.in_process import predict_records
 from models.annotator import load_annotator
 from models.builders import resolve_model_path
 from models.generate import greedy_batch, greedy_completions, length_batches, unbatched_note

@@ -1,5 +1,5 @@
 """train.tools.check_run's score checks (the run-directory contract is tested on a real run in test_trainer_e2e)."""
-from eval.scoring import SCORERS
+from eval.scorers.scoring import SCORERS
 from train.tools.check_run import score_problems
 
 LONGNOVEL, ANAH = SCORERS["longnovel"].summary, SCORERS["anah"].summary

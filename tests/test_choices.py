@@ -61,11 +61,11 @@ def test_members_read_as_their_values():
 
 
 def test_registries_hold_exactly_the_members_of_their_set():
-    from data_builders.heads import HEADS
+    from data_builders.model_inputs.head_targets import HEADS
     from data_builders.sources import SOURCES
-    from eval.nli import METHODS
+    from eval.baselines.nli import METHODS
     from eval.predictors import PREDICTORS
-    from eval.scoring import SCORERS
+    from eval.scorers.scoring import SCORERS
     from models.attention.hf_ring import IMPLEMENTATIONS
     from models.attention.kernels import KERNELS
     from train.sequence_parallel import SP_MODES

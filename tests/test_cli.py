@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from data_builders.schema import write_jsonl
+from data_builders.records import write_jsonl
 from slurm.cli import COMMANDS
 from tests.test_grounding import synthetic
 

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from data_builders.prompts import CONSISTENCY, render_messages, render_target
-from data_builders.schema import write_jsonl
-from eval.parsers import parse_consistency_answer
+from data_builders.model_inputs.prompts import CONSISTENCY, render_messages, render_target
+from data_builders.records import write_jsonl
+from eval.scorers.parsers import parse_consistency_answer
 from tests.conftest import REPO
 
 

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from data_builders.faithbench import import_faithbench
-from data_builders.ragtruth import import_ragtruth
-from data_builders.schema import RecordError, read_records
+from data_builders.importers.faithbench import import_faithbench
+from data_builders.importers.ragtruth import import_ragtruth
+from data_builders.records import RecordError, read_records
 
 GENERAL = [{"ID": "ID", "user_query": "What is 2+2?", "chatgpt_response": "4.", "hallucination": "no",
             "hallucination_spans": []},

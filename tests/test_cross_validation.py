@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from data_builders.folds import source_key
-from data_builders.schema import read_jsonl, write_jsonl
-from eval.scoring import scorer
+from data_builders.records import read_jsonl, write_jsonl
+from eval.scorers.scoring import scorer
 from tests.conftest import REPO, torchrun
 
 CITIES = ["Lyon", "Porto", "Graz", "Turku", "Ghent", "Split", "Bergen", "Cork", "Brno", "Malmo"]

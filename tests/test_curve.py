@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from data_builders.schema import read_jsonl
+from data_builders.records import read_jsonl
 from tests.test_cross_validation import _cross_validate
 from train.curve import CURVE_FILE, Curve, curve_rows
 

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import torch
 
-from data_builders.schema import write_jsonl
+from data_builders.records import write_jsonl
 from models.e5_small import IMAGE, shipped_file
 from tests.test_encoder_backbones import _train
 

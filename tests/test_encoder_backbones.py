@@ -12,10 +12,10 @@ import warnings
 import pytest
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
-from data_builders.longnovel import build_longnovel
-from data_builders.novel_corpus import generate_corpus
-from data_builders.pairs import pair_inputs
-from data_builders.schema import read_jsonl, write_jsonl
+from data_builders.model_inputs.pairs import pair_inputs
+from data_builders.records import read_jsonl, write_jsonl
+from data_builders.synthetic.length_extension import build_longnovel
+from data_builders.synthetic.novel_corpus import generate_corpus
 from models.builders import load_tokenizer
 from models.heads import load_classifier, load_token_classifier
 from tests.conftest import REPO

@@ -5,8 +5,8 @@ from types import SimpleNamespace
 import pytest
 from transformers import AutoConfig
 
-from data_builders.collate import prompt_ids
-from eval.predict import predict_records
+from data_builders.model_inputs.collate import prompt_ids
+from eval.backends.in_process import predict_records
 from models.annotator import load_annotator
 from models.builders import resolve_model_path
 from train.host_memory import peak_rss, reset_peak_rss, return_freed_memory

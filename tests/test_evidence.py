@@ -6,16 +6,16 @@ import pytest
 from omegaconf import OmegaConf
 
 from configs.schema import TaskConfig
-from data_builders.anah import SourceIndex, _terms
-from data_builders.evidence import evidence_records
-from data_builders.longnovel import context_records
-from data_builders.marks import mark_unsupported
-from data_builders.novel_corpus import generate_corpus
-from data_builders.novel_lexicon import VERBS
-from data_builders.prompts import render_messages, verdict_target
+from data_builders.model_inputs.anah_prompts import SourceIndex, _terms
+from data_builders.model_inputs.evidence import evidence_records
+from data_builders.model_inputs.marks import mark_unsupported
+from data_builders.model_inputs.prompts import render_messages, verdict_target
 from data_builders.sentences import clause_spans, sentence_spans, split_sentences, unit_spans
 from data_builders.sources import DataError
-from eval.sentence_level import aggregate, flagged_sentences
+from data_builders.synthetic.length_extension import context_records
+from data_builders.synthetic.novel_corpus import generate_corpus
+from data_builders.synthetic.novel_lexicon import VERBS
+from eval.aggregation.by_sentence import aggregate, flagged_sentences
 from train.data import check_task_config, sentence_pools
 
 

@@ -7,8 +7,8 @@ from hydra import compose, initialize_config_dir
 
 import configs.schema  # noqa: F401
 from configs.schema import typed
-from data_builders.longnovel_released import released_row
-from data_builders.schema import write_jsonl
+from data_builders.importers.longnovel_released import released_row
+from data_builders.records import write_jsonl
 from slurm.render import train_script
 from tests.conftest import REPO
 from train.data import check_run_config

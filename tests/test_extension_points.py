@@ -1,6 +1,6 @@
 """Where each decision lives (docs/design.md), checked over the code's comparisons: what differs by
 task kind is in that kind's module (`models/kinds/`), what differs by head is in its entry of
-`data_builders/heads.py`, and the decision `p >= t` is written once (`eval/thresholds.py`)."""
+`data_builders/model_inputs/head_targets.py`, and the decision `p >= t` is written once (`eval/thresholds.py`)."""
 import ast
 
 import pytest
@@ -46,7 +46,7 @@ def _thresholds(node: ast.Compare) -> bool:
 
 
 RULES = {"a task kind compared": (_compares_kind, ("models/kinds/",)),
-         "a head compared": (_compares_head, ("models/kinds/", "data_builders/heads.py")),
+         "a head compared": (_compares_head, ("models/kinds/", "data_builders/model_inputs/head_targets.py")),
          "the decision p >= t written again": (_thresholds, ("eval/thresholds.py",))}
 
 

@@ -7,8 +7,8 @@ import sys
 import pytest
 from sklearn.metrics import balanced_accuracy_score
 
-from data_builders.faithbench import DETECTORS
-from eval.faithbench_detectors import detector_rows, detector_says_hallucinated, read_batches, report
+from data_builders.importers.faithbench import DETECTORS
+from eval.baselines.faithbench_detectors import detector_rows, detector_says_hallucinated, read_batches, report
 from tests.conftest import shared_data
 
 
@@ -56,8 +56,8 @@ def test_the_detector_table_on_the_released_files():
         assert row["balanced_acc"] == pytest.approx(expected) and row["n"] == len(pairs), name
         assert 40 < row["balanced_acc"] < 60, row         # the paper: "near 50% accuracies"
     assert rows["true_nli"]["missing"] == 2
-    done = subprocess.run([sys.executable, "-m", "eval.faithbench_detectors", str(folder)], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "eval.baselines.faithbench_detectors", str(folder)],
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     for name, row in rows.items():      # the command prints the same table
         assert f"| {name} | " in done.stdout and f" | {row['balanced_acc']:.2f} | " in done.stdout

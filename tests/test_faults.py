@@ -11,8 +11,8 @@ import time
 import psutil
 import pytest
 
-from data_builders.longnovel_released import released_row
-from data_builders.schema import write_jsonl
+from data_builders.importers.longnovel_released import released_row
+from data_builders.records import write_jsonl
 from tests.conftest import REPO, free_port, torchrun
 from tests.test_trainer_e2e import TINY
 from train.checkpoint import find_resume_point, save_state, stage_dir

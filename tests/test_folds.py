@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
-from data_builders.faithbench import import_faithbench
 from data_builders.folds import grouped_folds, source_key
-from data_builders.schema import read_records, write_jsonl
+from data_builders.importers.faithbench import import_faithbench
+from data_builders.records import read_records, write_jsonl
 from tests.conftest import shared_data
 
 

@@ -1,4 +1,4 @@
-"""The grounding-features annotator (eval/grounding.py, eval.method=grounding): its features on hand-made
+"""The grounding-features annotator (eval/baselines/grounding.py, eval.method=grounding): its features on hand-made
 records, what it learns on a small synthetic set, `eval/run.py` cross-validating it in one launch (every
 record scored once, the fitted model and its thresholds written), and its bad input."""
 import json
@@ -10,7 +10,7 @@ import pytest
 
 from configs.choices import EvidenceUnit
 from configs.schema import GroundingConfig
-from eval.grounding import (
+from eval.baselines.grounding import (
     SENTENCE_FEATURES,
     GroundingError,
     WordOdds,

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from data_builders.schema import write_jsonl
+from data_builders.records import write_jsonl
 from eval.thresholds import MIN_GROUP, choose_group_thresholds, choose_threshold, field_value
 from models.builders import resolve_model_path
 from tests.conftest import REPO

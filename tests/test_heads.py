@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from data_builders.collate import collate_classification, encode_classification, head_target
-from data_builders.heads import head_of
+from data_builders.model_inputs.collate import collate_classification, encode_classification, head_target
+from data_builders.model_inputs.head_targets import head_of
 from models.builders import resolve_model_path
 from models.heads import PooledClassifier, classification_loss_sum, last_token_state, load_classifier
 from train.sequence_parallel import shard_batch
@@ -93,7 +93,7 @@ def test_head_learns_a_separable_task(base_path):
 
 
 def test_threshold_is_chosen_for_balanced_accuracy():
-    from eval.predictions import binary_decision
+    from eval.scorers.decisions import binary_decision
     from eval.thresholds import choose_threshold
 
     gold = [0, 0, 0, 1, 1, 1]

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from data_builders.hallumix import (
+from data_builders.importers.hallumix import (
     add_distractors,
     balanced_sample,
     chunk_sentences,
@@ -13,9 +13,9 @@ from data_builders.hallumix import (
     nli_example,
     swap_typed_answer,
 )
-from data_builders.halueval import import_halueval
-from data_builders.ragtruth import import_ragtruth
-from data_builders.schema import RecordError
+from data_builders.importers.halueval import import_halueval
+from data_builders.importers.ragtruth import import_ragtruth
+from data_builders.records import RecordError
 
 
 def _jsonl(path, rows):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from data_builders.schema import write_jsonl
+from data_builders.records import write_jsonl
 from models.builders import resolve_model_path
 from tests.conftest import REPO
 
@@ -297,7 +297,7 @@ def test_uhgevals_keyword_judge_served_as_plain_text_answers_as_in_process_and_a
 
 def test_a_system_prompt_with_the_completions_route_is_refused():
     from configs.schema import JudgeConfig
-    from eval.judge import Judge, JudgeError
+    from eval.backends.served import Judge, JudgeError
 
     config = JudgeConfig(base_url="http://127.0.0.1:9/v1", model="m", completions=True, system_prompt="Be terse.")
     with pytest.raises(JudgeError, match="system_prompt is a chat message; with eval.judge.completions=true"):

@@ -30,3 +30,57 @@ def test_a_package_imports_only_the_floors_below_it(package):
              for path in sorted((REPO / package).rglob("*.py"))
              for line, top in _imports(path) if top in FLOORS and top not in _allowed(package)]
     assert not wrong, "\n".join(wrong)
+
+
+# Rooms inside a floor: what a sub-package must not import of its own floor (every import counts).
+ROOMS = {
+    "data_builders/common": ("data_builders",),       # the lowest room: what every floor above uses
+    "data_builders/importers": ("data_builders.synthetic",),
+    "data_builders/synthetic": ("data_builders.importers",),
+    "eval/scorers": ("eval.backends", "eval.baselines", "eval.aggregation"),
+    "eval/reports": ("eval.backends", "eval.baselines", "eval.aggregation"),
+    "eval/backends": ("eval.baselines", "eval.reports"),
+}
+
+
+def _modules(text: str) -> list[tuple[int, str]]:
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out += [(node.lineno, node.module)] + [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
+    return out
+
+
+def room_violations(room: str, files: list[tuple[str, str]]) -> list[str]:
+    """`room`'s forbidden imports in `files` ((path, text) pairs): 'path:line imports module'."""
+    banned = ROOMS[room]
+    return sorted({f"{path}:{line} imports {module}" for path, text in files for line, module in _modules(text)
+                   if any(module == b or module.startswith(b + ".") for b in banned)
+                   and not module.startswith(room.replace("/", "."))})
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_a_room_imports_nothing_its_floor_keeps_above_or_beside_it(room):
+    files = [(str(p.relative_to(REPO)), p.read_text(encoding="utf-8")) for p in sorted((REPO / room).rglob("*.py"))]
+    assert files, f"{room} has no module"
+    assert not room_violations(room, files)
+
+
+def test_a_planted_violation_is_named():
+    planted = [("eval/scorers/planted.py", "def f():\n    from eval.backends.served import Judge\n    return Judge\n"),
+               ("data_builders/common/planted.py", "import data_builders.records\n")]
+    found = room_violations("eval/scorers", planted[:1])
+    assert found == ["eval/scorers/planted.py:2 imports eval.backends.served",
+                     "eval/scorers/planted.py:2 imports eval.backends.served.Judge"]
+    assert room_violations("data_builders/common", planted[1:]) == ["data_builders/common/planted.py:1 imports "
+                                                                    "data_builders.records"]
+
+
+def test_every_sub_package_says_in_one_line_what_lives_there():
+    for init in sorted(REPO.glob("*/*/__init__.py")) + sorted(REPO.glob("*/*/*/__init__.py")):
+        if init.parts[-3] in ("tests", ".venv") or "prompt_texts" in init.parts or ".venv" in init.parts:
+            continue
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert doc, f"{init.relative_to(REPO)} has no docstring"

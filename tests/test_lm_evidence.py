@@ -1,4 +1,4 @@
-"""What a causal LM expects of a response with and without its source (eval/lm_evidence.py,
+"""What a causal LM expects of a response with and without its source (eval/baselines/lm_evidence.py,
 `eval.grounding.lm`): each unit's tokens, SmolLM2's real weights telling a stated sentence from a changed
 or added one, the cache on disk that a second run reads instead of the model, and the grounding
 annotator cross-validated with these features in one `eval/run.py` launch."""
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from configs.schema import GroundingConfig
-from eval.grounding import sentence_features, sentences
-from eval.lm_evidence import LM_FEATURES, LmReader, TokenEvidence
+from eval.baselines.grounding import sentence_features, sentences
+from eval.baselines.lm_evidence import LM_FEATURES, LmReader, TokenEvidence
 from tests.test_grounding import cross_validate, synthetic
 
 needs_smollm2 = pytest.mark.skipif(

@@ -3,12 +3,12 @@ from collections import Counter
 
 import pytest
 
-from data_builders.hallucinate import HALLUCINATION_RULES, faithful_sentences
-from data_builders.longnovel import SUMMARY_SEP, BuildReport, build_longnovel, position_of
-from data_builders.novel_corpus import generate_corpus
-from data_builders.novel_lexicon import chinese_number, draw_facts, make_cast
-from data_builders.novel_text import TEXTS
-from data_builders.schema import HALLUCINATION_TYPES
+from data_builders.records import HALLUCINATION_TYPES
+from data_builders.synthetic.hallucinate import HALLUCINATION_RULES, faithful_sentences
+from data_builders.synthetic.length_extension import SUMMARY_SEP, BuildReport, build_longnovel, position_of
+from data_builders.synthetic.novel_corpus import generate_corpus
+from data_builders.synthetic.novel_lexicon import chinese_number, draw_facts, make_cast
+from data_builders.synthetic.novel_text import TEXTS
 
 BUDGETS = {"S": 2048, "M": 4096}
 

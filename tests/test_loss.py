@@ -1,9 +1,9 @@
 import torch
 
-from data_builders.collate import collate, encode_sample
+from data_builders.model_inputs.collate import collate, encode_sample
 from models.builders import load_causal_lm, resolve_model_path
 from models.loss import token_loss_sum
-from train.loss import backward_scale
+from train.loss_reduction import backward_scale
 
 REC = {"id": "x", "task": "summarization", "language": "zh", "source": "原文" * 30, "response": "摘要",
        "label": 1, "hallucination_types": ["entity"], "hallucinated_sentences": ["甲做了乙"],

@@ -2,7 +2,7 @@
 so a packed row's summed loss and gradients equal those of its samples taken one by one."""
 import torch
 
-from data_builders.collate import collate, encode_sample, pack_samples, padded_fraction
+from data_builders.model_inputs.collate import collate, encode_sample, pack_samples, padded_fraction
 from models.builders import load_causal_lm, resolve_model_path
 from models.loss import token_loss_sum
 from train.sequence_parallel import shard_batch

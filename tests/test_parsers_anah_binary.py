@@ -1,7 +1,7 @@
 """Table-driven tests of the ANAH annotation and binary answer parsers."""
 import pytest
 
-from eval.parsers import parse_anah_annotation, parse_binary_answer
+from eval.scorers.parsers import parse_anah_annotation, parse_binary_answer
 
 
 @pytest.mark.parametrize("text, kind, reference, rewrite", [

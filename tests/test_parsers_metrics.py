@@ -2,9 +2,9 @@ import math
 
 import pytest
 
-from eval.metrics import binary_scores
-from eval.parsers import parse_longnovel_verdict
 from eval.scorers.longnovel import score_longnovel
+from eval.scorers.metrics import binary_scores
+from eval.scorers.parsers import parse_longnovel_verdict
 
 FAITHFUL = '{"has_hallucination": "无幻觉", "details": []}'
 HALLU = ('{"has_hallucination": "有幻觉", "details": [{"hallucination_type": "时间线乱序", '

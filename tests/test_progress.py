@@ -8,7 +8,7 @@ import sys
 
 from tqdm import tqdm
 
-from data_builders.progress import progress
+from data_builders.common.progress import progress
 from tests.conftest import REPO
 from tests.test_grounding import synthetic
 

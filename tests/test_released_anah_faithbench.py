@@ -7,14 +7,14 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
-from data_builders.anah import WINDOW_TOKENS, SourceIndex
-from data_builders.anah_released import AnahImportReport, held_out_group, import_anah
-from data_builders.anah_tags import parse_anah_annotation
-from data_builders.collate import encode_sample
-from data_builders.faithbench import import_faithbench, pooled_label
+from data_builders.importers.anah_released import AnahImportReport, held_out_group, import_anah
+from data_builders.importers.faithbench import import_faithbench, pooled_label
 from data_builders.mixture import MixtureError, mix_records, weighted
-from data_builders.prompts import render_messages
-from data_builders.schema import RecordError, read_records, write_jsonl
+from data_builders.model_inputs.anah_prompts import WINDOW_TOKENS, SourceIndex
+from data_builders.model_inputs.anah_tags import parse_anah_annotation
+from data_builders.model_inputs.collate import encode_sample
+from data_builders.model_inputs.prompts import render_messages
+from data_builders.records import RecordError, read_records, write_jsonl
 from tests.test_span_benchmarks import UHG
 
 DOCS_ZH = ["欧玛尔·海亚姆是波斯诗人。他生于1048年，卒于1131年。他著有《鲁拜集》。" * 40,
@@ -122,7 +122,7 @@ def test_import_anah_bad_input(tmp_path):
 
 
 def test_embedding_ranker_finds_the_paraphrase():
-    from data_builders.retrieval import EmbeddingRanker
+    from data_builders.model_inputs.retrieval import EmbeddingRanker
 
     source = ("The committee met on Tuesday. Revenue grew by ten percent last year. "
               "The weather was mild. A dog barked outside.")

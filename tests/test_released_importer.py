@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from data_builders.longnovel_released import bucket_for_tokens, import_released, import_report
+from data_builders.importers.longnovel_released import bucket_for_tokens, import_released, import_report
+from data_builders.records import RecordError
 from data_builders.released_sample import write_sample
-from data_builders.schema import RecordError
 from data_builders.sources import rendered_lengths
 from models.builders import load_tokenizer, resolve_model_path
 from models.save_embedded import save_embedded
@@ -67,7 +67,7 @@ def test_released_lengths_are_tokenised_once_then_read_from_the_cache(tokenizer,
     in its place, and the HALLU_CACHE set here would then outlive this test in every later one)."""
     import os
 
-    from data_builders.collate import encode_sample
+    from data_builders.model_inputs.collate import encode_sample
     from data_builders.sources import rendered_lengths
 
     monkeypatch.setenv("HALLU_CACHE", str(tmp_path / "cache"))

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from data_builders.schema import RecordError, read_records, validate_record
+from data_builders.records import RecordError, read_records, validate_record
 
 GOOD = {"id": "a", "task": "summarization", "language": "zh", "source": "原文", "response": "摘要",
         "label": 1, "hallucination_types": ["entity"], "position": "middle", "length_bucket": "S"}

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from data_builders.schema import RecordError
-from eval.scoring import score_files
+from data_builders.records import RecordError
+from eval.scorers.scoring import score_files
 from tests.conftest import REPO
 
 VERDICT_H = '{"has_hallucination": "有幻觉", "details": [{"hallucination_type": "数字幻觉"}]}'

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from data_builders.collate import IGNORE_INDEX
+from data_builders.model_inputs.collate import IGNORE_INDEX
 from train.parallel_dims import ParallelDims
 from train.sequence_parallel import (
     doc_lengths,

@@ -8,10 +8,10 @@ import sys
 import pytest
 from transformers import AutoModelForTokenClassification
 
-from data_builders.pairs import chunk_bounds, pair_inputs, pool_chunks
-from data_builders.ragtruth import import_ragtruth_faithjudge
-from data_builders.schema import read_jsonl, write_jsonl
-from data_builders.token_spans import labelled_sample, prompt_input
+from data_builders.importers.ragtruth import import_ragtruth_faithjudge
+from data_builders.model_inputs.pairs import chunk_bounds, pair_inputs, pool_chunks
+from data_builders.model_inputs.token_spans import labelled_sample, prompt_input
+from data_builders.records import read_jsonl, write_jsonl
 from eval.annotate import Annotator
 from eval.scorers.spans import chars
 from eval.thresholds import flagged_spans

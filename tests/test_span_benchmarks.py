@@ -1,17 +1,17 @@
 """Spans as one field of the record schema: the UHGEval and FaithJudge-RAGTruth importers on rows in
 their released layouts, the span scorer and UHGEval's keyword protocol on hand-worked examples, and
-every importer's offsets on the released files (../shared/data; skipped where absent)."""
+every importer's offsets on the released files (HALLU_SHARED_DATA; skipped where absent)."""
 import json
 
 import pytest
 
-from data_builders.faithbench import import_faithbench
-from data_builders.halueval import import_halueval
-from data_builders.ragtruth import import_ragtruth_faithjudge
-from data_builders.schema import RecordError, write_jsonl
-from data_builders.uhgeval import import_uhgeval
-from eval.inputs import read_predictions
-from eval.scoring import score_records
+from data_builders.importers.faithbench import import_faithbench
+from data_builders.importers.halueval import import_halueval
+from data_builders.importers.ragtruth import import_ragtruth_faithjudge
+from data_builders.importers.uhgeval import import_uhgeval
+from data_builders.records import RecordError, write_jsonl
+from eval.scorers.inputs import read_predictions
+from eval.scorers.scoring import score_records
 from tests.conftest import shared_data
 
 CONTINUATION = "张三表示，三月将在北京召开会议。"

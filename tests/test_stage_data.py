@@ -3,7 +3,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from configs.schema import TaskConfig
-from data_builders.collate import IGNORE_INDEX, collate, encode_sample
+from data_builders.model_inputs.collate import IGNORE_INDEX, collate, encode_sample
 from train.data import DataError, StagePlan, plan_stage, stage_samples
 
 TASK = OmegaConf.structured(TaskConfig(kind="generative", template="prompt_e"))

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from data_builders.folds import grouped_folds, source_key
-from data_builders.schema import read_jsonl
-from eval.scoring import scorer
+from data_builders.records import read_jsonl
+from eval.scorers.scoring import scorer
 from tests.conftest import REPO, shared_data
 
 # factualNLG's README: summaries (documents) per domain of the six released here

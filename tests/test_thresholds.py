@@ -2,7 +2,7 @@
 (or an error where scores are not probabilities); and the one decision, p >= t."""
 import pytest
 
-from eval.predictions import binary_decision
+from eval.scorers.decisions import binary_decision
 from eval.thresholds import Threshold, is_hallucinated, resolve_threshold
 
 VAL = [{"label": 0}, {"label": 0}, {"label": 1}, {"label": 1}]

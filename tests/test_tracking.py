@@ -3,7 +3,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from configs.schema import LoggerConfig
-from eval.tracking import Tracker
+from eval.reports.tracking import Tracker
 
 
 def _cfg(**logger):
@@ -50,7 +50,7 @@ def _full_cfg(**logger):
 
 
 def test_run_identity_is_deterministic():
-    from eval.tracking import run_identity
+    from eval.reports.tracking import run_identity
 
     cfg = _full_cfg(tags=["mine"])
     cfg.curriculum.stages[1].sp_size = 2                 # the 16k stage splits each sample over 2 ranks

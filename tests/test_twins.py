@@ -1,4 +1,4 @@
-"""Hallucinated twins (data_builders/twins.py): one edit each, its span exactly the new text, and
+"""Hallucinated twins (data_builders/synthetic/twins.py): one edit each, its span exactly the new text, and
 nothing borrowed from outside the records given (a fold's test sources never reach its training)."""
 import json
 import random
@@ -7,8 +7,8 @@ import pytest
 
 from configs.schema import DataConfig, SyntheticConfig
 from data_builders.folds import deal_folds
-from data_builders.schema import read_records, write_jsonl
-from data_builders.twins import EDITS, SyntheticSettings, make_pool, synthesize, twins_of
+from data_builders.records import read_records, write_jsonl
+from data_builders.synthetic.twins import EDITS, SyntheticSettings, make_pool, synthesize, twins_of
 
 EN = {"id": "en-1", "task": "summarization", "language": "en", "label": 0, "spans": [],
       "source": "The museum opened in 1998 in Paris and holds 240 paintings by Claude Monet and Edgar Degas. "
@@ -111,7 +111,7 @@ def test_folds_gain_twins_of_their_training_part_only(tmp_path):
 
 
 def test_the_command_writes_valid_records_and_counts_them(tmp_path, capsys):
-    from data_builders.twins import main
+    from data_builders.synthetic.twins import main
 
     src = tmp_path / "in.jsonl"
     write_jsonl(src, [EN, ZH, *OTHERS])

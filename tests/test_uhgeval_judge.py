@@ -7,12 +7,12 @@ import sys
 
 import pytest
 
-from data_builders.prompts import UHGEVAL_KEYWORD, render_messages
-from data_builders.schema import write_jsonl
-from data_builders.uhgeval import import_uhgeval
-from eval.keyword_judge import keyword_row, keyword_units
-from eval.parsers import parse_uhgeval_keyword_answer
-from eval.scoring import score_records
+from data_builders.importers.uhgeval import import_uhgeval
+from data_builders.model_inputs.prompts import UHGEVAL_KEYWORD, render_messages
+from data_builders.records import write_jsonl
+from eval.aggregation.by_keyword import keyword_row, keyword_units
+from eval.scorers.parsers import parse_uhgeval_keyword_answer
+from eval.scorers.scoring import score_records
 from tests.conftest import REPO
 from tests.test_span_benchmarks import ALL_REASONABLE, CONTINUATION, UHG
 
@@ -39,7 +39,7 @@ def test_the_question_is_uhgevals_with_the_items_beginning_continuation_and_keyw
 
 
 def test_in_process_the_question_is_plain_text_as_uhgevals_local_models_read_it(tmp_path):
-    from data_builders.collate import prompt_ids, prompt_text
+    from data_builders.model_inputs.collate import prompt_ids, prompt_text
     from models.builders import load_tokenizer, resolve_model_path
 
     tokenizer = load_tokenizer(resolve_model_path("embedded:qwen3-tiny"))

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from eval.vllm_backend import yarn_rope_scaling
+from eval.backends.vllm import yarn_rope_scaling
 
 
 def _model_dir(tmp_path, model_type, window=32768):
@@ -30,7 +30,7 @@ def test_yarn_modes(tmp_path):
 @pytest.mark.gpu
 def test_vllm_greedy_matches_hf_on_the_tiny_model(tokenizer):
     pytest.importorskip("vllm")
-    from eval.vllm_backend import vllm_generate
+    from eval.backends.vllm import vllm_generate
     from models.builders import load_causal_lm, resolve_model_path
     from models.generate import greedy_batch
 
@@ -48,10 +48,10 @@ def test_vllm_gets_the_prompts_of_the_hf_path_sentence_by_sentence(monkeypatch, 
     from hydra import compose, initialize_config_dir
 
     import configs.schema  # noqa: F401
-    import eval.vllm_backend
+    import eval.backends.vllm
     from configs.schema import typed
-    from data_builders.collate import prompt_ids
-    from data_builders.evidence import evidence_records
+    from data_builders.model_inputs.collate import prompt_ids
+    from data_builders.model_inputs.evidence import evidence_records
     from eval.predictors import AnnotatorPredictor, Inference
     from tests.conftest import REPO
 
@@ -60,7 +60,7 @@ def test_vllm_gets_the_prompts_of_the_hf_path_sentence_by_sentence(monkeypatch, 
     record = {"id": "r1", "task": "summarization", "language": "zh", "label": 0,
               "source": "林远走进书房。他拿起那本旧书。窗外下着雨。", "response": "林远走进书房。他拿起书。"}
     handed = []
-    monkeypatch.setattr(eval.vllm_backend, "vllm_generate",
+    monkeypatch.setattr(eval.backends.vllm, "vllm_generate",
                         lambda path, prompts, *a: handed.extend(prompts) or ['{"verdict": "无幻觉"}'] * len(prompts))
     predictor = AnnotatorPredictor(cfg.task, Inference.of(cfg.model, cfg.eval), path="unused")
     predictor.tokenizer = tokenizer

@@ -1,7 +1,7 @@
 """k-fold cross-validation in one launch (`data.folds=k`): the records of `data.root` are dealt
 into k folds grouped by source (`data_builders/folds.py`), each fold is trained and evaluated as
 its own run, and every record is scored once, by the fold's annotator that never saw its source
-(dealing and pooling: `eval/folds.py`, shared with eval/run.py's folds).
+(dealing and pooling: `eval/fold_pooling.py`, shared with eval/run.py's folds).
 
     <output_dir>/folds/fold_<i>/{train,val,test}.jsonl   the fold's records (val: its threshold)
                 /fold_<i>/                               the fold's run directory
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from configs.schema import SFTConfig
-from eval.folds import deal_once, fold_config, pool_folds
+from eval.fold_pooling import deal_once, fold_config, pool_folds
 from train.distributed import DistInfo, barrier, on_main_rank
 from train.run_dir import agree_on_output_dir
 from train.trainer import train

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from data_builders.schema import read_jsonl
+from data_builders.records import read_jsonl
 from train.distributed import all_reduce_sum, barrier
 
 CURVE_FILE, CURVE_PLOT, CURVE_DIR = "curve.jsonl", "curve.png", "curve"

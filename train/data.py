@@ -17,11 +17,11 @@ from configs.schema import (
     TaskConfig,
     stage_sp_size,
 )
-from data_builders.collate import pack_samples
-from data_builders.evidence import EVIDENCE_VERSION
-from data_builders.pairs import check_vocabulary, uses_pairs
+from data_builders.model_inputs.collate import pack_samples
+from data_builders.model_inputs.evidence import EVIDENCE_VERSION
+from data_builders.model_inputs.pairs import check_vocabulary, uses_pairs
+from data_builders.records import write_jsonl
 from data_builders.sample_cache import cached_json, encoded_samples
-from data_builders.schema import write_jsonl
 from data_builders.sources import (
     SOURCES,
     DataError,
@@ -32,7 +32,7 @@ from data_builders.sources import (
     in_bucket,
     read_splits,
 )
-from eval.runner import data_request
+from eval.harness import data_request
 from models.builders import is_encoder, resolve_model_path
 from models.kinds import kind_of
 from train.distributed import DistInfo, barrier, on_main_rank
@@ -189,7 +189,7 @@ def check_task_config(task: TaskConfig) -> None:
 
 
 def _evidence_pool(records: list[dict], k: int, unit: str) -> dict:
-    from data_builders.evidence import evidence_records
+    from data_builders.model_inputs.evidence import evidence_records
 
     pool, skipped, first = [], 0, None
     for rec in records:

@@ -19,7 +19,7 @@ from typing import TypeVar
 import torch
 import torch.distributed as dist
 
-from data_builders.user_errors import USER_ERRORS
+from data_builders.common.user_errors import USER_ERRORS
 from train.host_memory import return_freed_memory
 from train.parallel_dims import ParallelDims
 from train.quiet import held_stdout
@@ -206,7 +206,7 @@ class RankError(ValueError):
 def on_main_rank(fn: Callable[[], T], is_main: bool) -> T | None:
     """`fn()` on the main rank (None elsewhere). A user error it raises (a bad record, a corpus too
     small) is raised on every rank, so that all of them stop together with the same message
-    (`data_builders.user_errors` prints it once) instead of the others failing in a collective."""
+    (`data_builders.common.user_errors` prints it once) instead of the others failing in a collective."""
     out, message = None, None
     if is_main:
         try:

@@ -7,11 +7,11 @@ from pathlib import Path
 from transformers import AutoConfig
 
 from configs.schema import SFTConfig
-from data_builders.schema import write_jsonl
-from eval.predict import select_eval_records
+from data_builders.records import write_jsonl
+from eval.backends.in_process import select_eval_records
 from eval.predictors import AnnotatorPredictor, Inference, Shard
-from eval.report import write_eval
-from eval.scoring import scorer
+from eval.reports.writer import write_eval
+from eval.scorers.scoring import scorer
 from models.export_spec import SPEC_FILE, AnnotatorSpec, write_model_card
 from train.distributed import DistInfo, all_gather_objects
 

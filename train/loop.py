@@ -10,14 +10,14 @@ from pathlib import Path
 import torch
 
 from configs.schema import SFTConfig, StageConfig, TaskConfig
-from data_builders.progress import progress
-from eval.tracking import Tracker
+from data_builders.common.progress import progress
+from eval.reports.tracking import Tracker
 from models.kinds import Kind, kind_of
 from train.checkpoint import save_state
 from train.curve import Curve
 from train.data import StagePlan
 from train.distributed import DistInfo, all_reduce_sum
-from train.loss import backward_scale
+from train.loss_reduction import backward_scale
 from train.preemption import mark_preempted, stop_after
 from train.run_dir import TrainLog
 from train.sequence_parallel import shard_batch

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from configs.schema import SFTConfig, to_yaml, with_changes
-from data_builders.schema import read_jsonl, read_jsonl_to_append
+from data_builders.records import read_jsonl, read_jsonl_to_append
 from train.distributed import DistInfo, broadcast_object
 
 LOG_FIELDS = ("stage", "step", "seq_len", "loss", "grad_norm", "lr", "tokens", "elapsed_s")

@@ -3,14 +3,14 @@
 Within an SP group every sequence (each document of a packed row)
 is cut into 2 * sp_size equal chunks and rank r holds chunks r and
 2 * sp_size - 1 - r (the zigzag layout, which balances causal work). Labels
-are shifted on the global sequence before the split (see data_builders.collate),
+are shifted on the global sequence before the split (see data_builders.model_inputs.collate),
 so splitting never re-shifts.
 """
 from __future__ import annotations
 
 import torch
 
-from data_builders.collate import TOKEN_FIELDS
+from data_builders.model_inputs.collate import TOKEN_FIELDS
 
 SP_MODES = ("zigzag", "zigzag_varlen")
 

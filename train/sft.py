@@ -7,7 +7,7 @@ from omegaconf import DictConfig
 
 import configs.schema  # noqa: F401  (registers the structured schemas)
 from configs.schema import SFTConfig
-from data_builders.user_errors import reports_user_errors
+from data_builders.common.user_errors import reports_user_errors
 
 
 @hydra.main(config_path="../configs", config_name="sft", version_base="1.3")

@@ -12,9 +12,9 @@ import torch
 
 from configs.schema import DataConfig, SFTConfig, StageConfig, TaskConfig, stage_sp_size, to_container
 from data_builders.sources import DataError, in_bucket, train_split
-from eval.report import read_rows
-from eval.runner import data_request
-from eval.tracking import Tracker
+from eval.harness import data_request
+from eval.reports.tracking import Tracker
+from eval.reports.writer import read_rows
 from models.builders import dtype_choice, load_tokenizer, resolve_model_path
 from models.export_spec import AnnotatorSpec
 from models.kinds import kind_of

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from configs.choices import Scorer as ScorerName
 from eval.scorers import anah, binary, longnovel, spans, summedits, uhgeval
-from eval.scorers.base import Scorer, Summary
+from eval.scorers.scorer_spec import Scorer, Summary
 
 SCORERS: dict[str, Scorer] = {
     ScorerName.longnovel: longnovel.SCORER,

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from statistics import mean
 
-from data_builders.anah import annotation_target, reference_of
-from data_builders.schema import SENTENCE_TYPES
-from eval.metrics import anah_ngram_precision, multiclass_scores, rouge_l
-from eval.predictions import anah_decision
-from eval.scorers.base import Scorer, Summary, Table, no_plots, pct, span, table_rows
+from data_builders.model_inputs.anah_prompts import annotation_target, reference_of
+from data_builders.records import SENTENCE_TYPES
+from eval.scorers.decisions import anah_decision
+from eval.scorers.metrics import anah_ngram_precision, multiclass_scores, rouge_l
+from eval.scorers.scorer_spec import Scorer, Summary, Table, no_plots, pct, span, table_rows
 
 GOLD_TEMPLATE = "anah_a5"   # tag order of the gold text when a record keeps no released annotation
 
@@ -46,8 +46,8 @@ def _row(rec: dict, pred: dict | None) -> dict:
 
 
 def _add_bertscore(gold: list[dict], rows: list[dict], bertscore) -> None:
-    from eval.bertscore import bertscore_f1
-    from eval.metrics import rouge_tokens
+    from eval.scorers.bertscore import bertscore_f1
+    from eval.scorers.metrics import rouge_tokens
 
     for lang in ("zh", "en"):
         spec = getattr(bertscore, lang, None)

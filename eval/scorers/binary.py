@@ -1,10 +1,10 @@
 """Scoring binary hallucination detection (HalluMix-style, seed 001 section 4)."""
 from __future__ import annotations
 
-from eval.metrics import binary_classification
-from eval.parsers import parse_longnovel_verdict, type_key
-from eval.predictions import binary_decision
-from eval.scorers.base import Scorer, detection_summary, no_plots, no_tables, num, pct, span
+from eval.scorers.decisions import binary_decision
+from eval.scorers.metrics import binary_classification
+from eval.scorers.parsers import parse_longnovel_verdict, type_key
+from eval.scorers.scorer_spec import Scorer, detection_summary, no_plots, no_tables, num, pct, span
 
 
 def score_binary(gold: list[dict], preds: dict[str, dict], bertscore=None) -> tuple[dict, list[dict]]:

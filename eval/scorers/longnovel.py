@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from data_builders.schema import HALLUCINATION_TYPES, LENGTH_BUCKETS, POSITIONS
-from eval import plots
-from eval.metrics import binary_scores, recall
-from eval.predictions import binary_decision
-from eval.scorers.base import Scorer, Table, detection_summary, num, pct, table_rows
+from data_builders.records import HALLUCINATION_TYPES, LENGTH_BUCKETS, POSITIONS
+from eval.reports import plots
 from eval.scorers.binary import annotation_row
+from eval.scorers.decisions import binary_decision
+from eval.scorers.metrics import binary_scores, recall
+from eval.scorers.scorer_spec import Scorer, Table, detection_summary, num, pct, table_rows
 
 
 def score_longnovel(gold: list[dict], preds: dict[str, dict], bertscore=None) -> tuple[dict, list[dict]]:

@@ -9,10 +9,10 @@ decides the response-level judgement instead.
 """
 from __future__ import annotations
 
-from eval.metrics import binary_classification
-from eval.predictions import binary_decision
-from eval.scorers.base import Scorer, Summary, no_plots, no_tables, pct
 from eval.scorers.binary import annotation_row
+from eval.scorers.decisions import binary_decision
+from eval.scorers.metrics import binary_classification
+from eval.scorers.scorer_spec import Scorer, Summary, no_plots, no_tables, pct
 
 
 class SpanError(ValueError):

@@ -4,10 +4,10 @@ systems on the same domains. A record's domain is `meta.domain` (the importer's,
 """
 from __future__ import annotations
 
-from eval.metrics import binary_classification
-from eval.predictions import binary_decision
-from eval.scorers.base import Scorer, Summary, no_plots, no_tables, pct
 from eval.scorers.binary import annotation_row
+from eval.scorers.decisions import binary_decision
+from eval.scorers.metrics import binary_classification
+from eval.scorers.scorer_spec import Scorer, Summary, no_plots, no_tables, pct
 
 # The benchmark's ten domains, as its released files name them (summedits_<domain>.json), in the order of its table.
 DOMAINS = ("podcast", "billsum", "samsum", "news", "sales_call", "sales_email", "shakespeare", "scitldr", "qmsumm",

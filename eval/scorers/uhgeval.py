@@ -1,15 +1,15 @@
 """UHGEval's keyword-level judgement (IAAR-Shanghai/UHGEval, `eval_disc_keyword.py`), written from its
 definition: per item, the first N unreasonable and the first N reasonable keywords, N the smaller
 of the two counts; a keyword is judged hallucinated when a predicted span overlaps it, or as a keyword
-judge answered (eval/keyword_judge.py; an answer it cannot read counts wrong); the item's accuracy is the
+judge answered (eval/aggregation/by_keyword.py; an answer it cannot read counts wrong); the item's accuracy is the
 share judged right of those 2N; the figure is the mean over items, an item without such a pair (N = 0)
 scoring 0. UHGEval's repository leaves out the items without a pair and those with an unreadable answer:
 the mean over the items it keeps is shown beside it.
 """
 from __future__ import annotations
 
-from eval.scorers.base import Scorer, Summary, no_plots, no_tables
 from eval.scorers.binary import annotation_row
+from eval.scorers.scorer_spec import Scorer, Summary, no_plots, no_tables
 from eval.scorers.spans import prediction_spans
 
 
@@ -26,7 +26,7 @@ def judged_hallucinated(keyword: dict, spans: list[tuple[int, int]]) -> bool:
 
 def judged_keywords(chosen: list[dict], pred: dict | None) -> list[int | None] | None:
     """Each chosen keyword's judgement (1 hallucinated, 0 not, None unreadable): a keyword judge's own answers
-    (`keyword_labels`, eval/keyword_judge.py), else whether a predicted span overlaps it; None without a
+    (`keyword_labels`, eval/aggregation/by_keyword.py), else whether a predicted span overlaps it; None without a
     prediction."""
     if pred is not None and "keyword_labels" in pred:
         if pred.get("keywords") != [k["text"] for k in chosen]:

@@ -9,13 +9,13 @@ as torchtitan's `TrainSpec` does; a new kind is one new module and one entry of 
 from __future__ import annotations
 
 from configs.choices import TaskKind
-from models.kinds import discriminative, generative, spans
-from models.kinds.base import Kind
+from models.kinds import discriminative, generative, span_head
+from models.kinds.kind_spec import Kind
 
 KINDS: dict[str, Kind] = {
     TaskKind.generative: generative.KIND,
     TaskKind.discriminative: discriminative.KIND,
-    TaskKind.spans: spans.KIND,
+    TaskKind.spans: span_head.KIND,
 }
 
 __all__ = ["KINDS", "Kind", "kind_of"]

@@ -2,12 +2,12 @@
 the prompt, or an encoder's (evidence, response) chunks."""
 from __future__ import annotations
 
-from data_builders.collate import collate_classification, encode_classification, head_target
-from data_builders.heads import head_of
-from data_builders.pairs import pool_chunks, uses_pairs
+from data_builders.model_inputs.collate import collate_classification, encode_classification, head_target
+from data_builders.model_inputs.head_targets import head_of
+from data_builders.model_inputs.pairs import pool_chunks, uses_pairs
 from models.generate import head_probs_batch
 from models.heads import load_classifier, sequence_classifier
-from models.kinds.base import Kind, not_generative, prompt_inputs, training_pair
+from models.kinds.kind_spec import Kind, not_generative, prompt_inputs, training_pair
 from models.loss import classifier_loss_sum
 
 

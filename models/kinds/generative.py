@@ -1,12 +1,12 @@
 """A generative annotator: a decoder writes its verdict (Prompt-E's JSON, ANAH's tags) after the prompt."""
 from __future__ import annotations
 
-from data_builders.collate import IGNORE_INDEX, collate, encode_sample
-from data_builders.heads import head_of
-from data_builders.schema import SENTENCE_TYPES
+from data_builders.model_inputs.collate import IGNORE_INDEX, collate, encode_sample
+from data_builders.model_inputs.head_targets import head_of
+from data_builders.records import SENTENCE_TYPES
 from models.builders import load_causal_lm
 from models.generate import greedy_completions
-from models.kinds.base import Kind, prompt_inputs
+from models.kinds.kind_spec import Kind, prompt_inputs
 from models.loss import token_loss_sum
 from models.response_lm import ResponseLM
 

@@ -1,0 +1,1 @@
+"""The sbatch templates slurm/render.py fills (package data)."""

@@ -112,7 +112,7 @@ def throughput(work: Path, steps: int, long_steps: int, model: str | None = None
     ({max_seq_len: count}) replaces `lengths` with stages of summary sentences and that many evidence
     sentences."""
     from data_builders.sources import build_records
-    from eval.runner import data_request
+    from eval.harness import data_request
     from models.builders import load_tokenizer, resolve_model_path
     from train.distributed import init_distributed, teardown
 
@@ -165,9 +165,9 @@ def _stage_throughput(cfg, path: str, tok, records: list[dict], stage, n: int, i
 def _data_dir(work: Path, books: int | None = None) -> Path:
     """Records of the demo corpus (S and M buckets; `books` of them, else the demo's), built once for the sections
     that need them."""
-    from data_builders.schema import write_jsonl
+    from data_builders.records import write_jsonl
     from data_builders.sources import build_records
-    from eval.runner import data_request
+    from eval.harness import data_request
     from models.builders import load_tokenizer, resolve_model_path
 
     out = work / "data"
@@ -190,8 +190,8 @@ def zero_offload(work: Path, steps: int) -> dict:
 
 def padding(data_dir: Path, micro_batch: int = 4, capacity: int = 8192) -> dict:
     """S-bucket samples in plan order: right-padded micro-batches vs packed rows."""
-    from data_builders.collate import encode_sample, pack_samples, padded_fraction
-    from data_builders.schema import read_records
+    from data_builders.model_inputs.collate import encode_sample, pack_samples, padded_fraction
+    from data_builders.records import read_records
     from models.builders import load_tokenizer, resolve_model_path
 
     tok = load_tokenizer(resolve_model_path("embedded:qwen3-tiny"))
@@ -207,9 +207,9 @@ def padding(data_dir: Path, micro_batch: int = 4, capacity: int = 8192) -> dict:
 
 
 def data_and_scoring(n_scored: int = 10_000, books: int = 8) -> dict:
-    from data_builders.longnovel import build_longnovel
-    from data_builders.novel_corpus import generate_corpus
-    from eval.scoring import score_files
+    from data_builders.synthetic.length_extension import build_longnovel
+    from data_builders.synthetic.novel_corpus import generate_corpus
+    from eval.scorers.scoring import score_files
     from models.builders import load_tokenizer, resolve_model_path
 
     tok = load_tokenizer(resolve_model_path("embedded:qwen3-tiny"))
@@ -232,8 +232,8 @@ def data_and_scoring(n_scored: int = 10_000, books: int = 8) -> dict:
 
 
 def inference(data_dir: Path, n: int = 48, new_tokens: int = 64) -> dict:
-    from data_builders.collate import prompt_ids
-    from data_builders.schema import read_records
+    from data_builders.model_inputs.collate import prompt_ids
+    from data_builders.records import read_records
     from models.annotator import load_annotator
     from models.builders import load_tokenizer, resolve_model_path
     from models.generate import greedy_batch, head_probs_batch
@@ -266,7 +266,7 @@ def annotation(data_dir: Path, work: Path, n: int = 8, new_tokens: int = 64) -> 
     and as a binary head (its head untrained: speed does not depend on the weights)."""
     import shutil
 
-    from data_builders.schema import read_records
+    from data_builders.records import read_records
     from eval.annotate import Annotator
     from models.builders import resolve_model_path
     from models.export_spec import AnnotatorSpec

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import yaml
 
-from data_builders.schema import read_jsonl
-from eval.scoring import Summary, scorer
+from data_builders.records import read_jsonl
+from eval.scorers.scoring import Summary, scorer
 from train.run_dir import LOG_FIELDS
 
 
@@ -54,7 +54,7 @@ def contract_problems(run_dir: Path) -> list[str]:
 def score_problems(s: Summary, min_mcc: float | None, max_parse_failures: float | None,
                    min_acc_over_majority: float | None, min_held_out: int | None = None,
                    type_recall_above: float | None = None) -> list[str]:
-    """The score checks, on what the run's scorer summarises of its metrics (`eval.scoring`)."""
+    """The score checks, on what the run's scorer summarises of its metrics (`eval.scorers.scoring`)."""
     problems = []
     if min_held_out is not None and s.n < min_held_out:
         problems.append(f"{s.n} held-out records scored, fewer than {min_held_out}")

@@ -255,7 +255,7 @@ def _empty_cache(device):
 def check_vllm() -> dict:
     if importlib.util.find_spec("vllm") is None:
         return {"skipped": "vLLM is not installed (pip install -e '.[gpu]')"}
-    from eval.vllm_backend import vllm_generate
+    from eval.backends.vllm import vllm_generate
     from models.builders import load_causal_lm, load_tokenizer, resolve_model_path
     from models.generate import greedy_batch
 

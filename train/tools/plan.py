@@ -43,7 +43,7 @@ from configs.schema import (
     stage_sp_size,
     typed,
 )
-from data_builders.user_errors import reports_user_errors
+from data_builders.common.user_errors import reports_user_errors
 from models.kinds import kind_of
 from train.disk import GB, checkpoint_bytes, export_bytes, peak_disk_bytes
 from train.parallel_dims import job_world_size, procs_per_node

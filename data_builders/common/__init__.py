@@ -1,0 +1,1 @@
+"""What every floor above uses: progress lines, the one-line user error, the cache directory."""

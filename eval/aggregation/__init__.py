@@ -1,0 +1,1 @@
+"""A record's row from the rows of its parts: its sentences (sentence-level annotators) or UHGEval's keywords."""

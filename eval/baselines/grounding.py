@@ -1,0 +1,451 @@
+"""The grounding-features annotator (`eval.method=grounding`): what a response says that its source
+does not, counted sentence by sentence, weighed by two logistic regressions fitted on the training
+sources.
+
+Each response sentence is read against its source: the share and number of its content words that the
+source never uses, how many of those are numbers and capitalised words, the share of its word bigrams
+the source lacks, its length and place. Beside them, the record's context: how many sentences, the
+whole response's unsupported share, the source's length, the task type. A sentence model (label: the
+sentence overlaps a gold span) marks spans; a response model (the sentences' features, their maximum
+and mean) decides the response. With `eval.grounding.embedder` each sentence also gets its similarity to
+the closest source sentences; with `eval.grounding.lm` what a causal LM expects of its tokens with and
+without the source (eval/baselines/lm_evidence.py); with `eval.grounding.negation` its negation cues against its
+closest source sentence's; with `eval.grounding.word_odds` the response model also reads how often its
+unsupported words stood unsupported in hallucinated training responses against faithful ones
+(`WordOdds`). Thresholds are chosen on the validation split: the response's for
+`eval.threshold_for` (balanced accuracy, or F1; per task type with `eval.threshold_by`), the spans' for
+character F1 (`eval/thresholds.py`); with `eval.grounding.cross_fit_by` on cross-fitted scores instead
+(`cross_fitted_scores`). Words are Latin-script words, numbers, and single CJK characters,
+so Chinese and Japanese are read character by character; with `eval.grounding.stem` a Latin-script word is
+compared by its Snowball stem (says / said / saying; companies / company).
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from configs.choices import EvidenceUnit
+from configs.schema import GroundingConfig
+from data_builders.common.progress import progress
+from data_builders.sentences import sentence_spans, unit_spans
+from eval.baselines.lm_evidence import LM_FEATURES, lm_reader
+
+CJK = "\u3040-\u30ff\u3400-\u9fff"
+WORD = re.compile(rf"[^\W\d_{CJK}]+|\d+(?:[.,:]\d+)*|[{CJK}]")
+STOPWORDS = frozenset("""a about after all also an and any are as at be been before being but by can could did do
+does for from had has have he her his how i if in into is it its may me might more most my no not of on or other
+our over she should so some such than that the their them then there these they this those to was we were what
+when where which who will with would you your""".split())
+SENTENCE_FEATURES = ("unsupported_share", "unsupported_words", "unsupported_numbers", "unsupported_capitalised",
+                     "unsupported_bigram_share", "log_words", "position", "is_first")
+SEMANTIC_FEATURES = ("max_similarity", "top3_similarity")   # with eval.grounding.embedder
+NEGATION_FEATURES = ("negations", "unmatched_negations")     # with eval.grounding.negation
+WORD_ODDS_FEATURES = ("unsupported_log_odds_sum", "unsupported_log_odds_min")   # with eval.grounding.word_odds
+NEGATION = re.compile(r"\b(?:not|no|never|nothing|none|nobody|neither|nor|without|cannot)\b|n['\u2019]t|[不没未无非]",
+                      re.IGNORECASE)
+CONTEXT_FEATURES = ("log_sentences", "response_unsupported_share", "log_source_chars")
+SOURCE_UNIT_CHARS, SOURCE_UNITS = 400, 200     # source pieces the embedder compares a sentence with
+_READ: dict[tuple, tuple] = {}                  # a record's features, computed once per process (folds reuse them)
+
+
+def sentence_features(config: GroundingConfig) -> tuple[str, ...]:
+    return (SENTENCE_FEATURES + (SEMANTIC_FEATURES if config.embedder else ()) + (LM_FEATURES if config.lm else ())
+            + (NEGATION_FEATURES if config.negation else ()))
+
+
+def task_type(rec: dict) -> str:
+    return str((rec.get("meta") or {}).get("task_type") or rec.get("task") or "")
+
+
+@dataclass
+class Sentence:
+    span: tuple[int, int]
+    features: list[float]
+    unsupported: tuple[str, ...] = ()     # its content words the source lacks, as compared (stemmed with stem)
+
+
+def _words(text: str, start: int = 0, end: int | None = None) -> list[str]:
+    return [m.group().lower() for m in WORD.finditer(text, start, len(text) if end is None else end)]
+
+
+def _content(words: list[str]) -> list[str]:
+    return [w for w in words if w not in STOPWORDS]
+
+
+@lru_cache(maxsize=1)
+def _stemmer():
+    from nltk.stem.snowball import SnowballStemmer
+
+    return SnowballStemmer("english")
+
+
+@lru_cache(maxsize=200_000)
+def _stem(word: str) -> str:
+    """A Latin-script word's Snowball (English) stem; numbers and CJK characters as they are."""
+    return _stemmer().stem(word) if word[0].isalpha() and word.isascii() else word
+
+
+def _sentence(response: str, span: tuple[int, int], index: int, count: int, vocabulary: set[str],
+              bigrams: set[tuple[str, str]], stem: bool) -> Sentence:
+    raw = [m.group() for m in WORD.finditer(response, *span)]
+    words = [w.lower() for w in raw]
+    content = [(r, _stem(w) if stem else w) for r, w in zip(raw, words) if w not in STOPWORDS]
+    words = [_stem(w) for w in words] if stem else words
+    unsupported = [(r, w) for r, w in content if w not in vocabulary]
+    pairs = list(zip(words, words[1:]))
+    return Sentence(span, [len(unsupported) / max(1, len(content)), len(unsupported),
+                           sum(w[0].isdigit() for _, w in unsupported), sum(r[0].isupper() for r, _ in unsupported),
+                           sum(p not in bigrams for p in pairs) / max(1, len(pairs)), math.log1p(len(content)),
+                           index / count, float(index == 0)], tuple(w for _, w in unsupported))
+
+
+WORDS_ONLY = GroundingConfig()
+
+
+def sentences(rec: dict, config: GroundingConfig = WORDS_ONLY) -> tuple[list[Sentence], list[float]]:
+    """The response's units (`config.unit`) with their features, and the record's context features; with
+    an embedder (`minilm`, an embedded encoder such as `embedded:e5-small`, or a sentence-transformers
+    directory) each unit also gets its highest and its top-3 mean cosine similarity to the source's
+    sentences, with an LM its tokens' log-probabilities with and without the source."""
+    key = (rec.get("id"), hash(rec["source"]), hash(rec["response"]), config.embedder, str(config.unit),
+           config.lm, config.lm_source_tokens, config.negation, config.stem)
+    if key not in _READ:
+        _READ[key] = _sentences(rec, config)
+    return _READ[key]
+
+
+def _sentences(rec: dict, config: GroundingConfig) -> tuple[list[Sentence], list[float]]:
+    source, response = rec["source"], rec["response"]
+    source_words = [_stem(w) for w in _words(source)] if config.stem else _words(source)
+    vocabulary, bigrams = set(source_words), set(zip(source_words, source_words[1:]))
+    spans = unit_spans(response, rec.get("language", "en"), str(config.unit)) or [(0, len(response))]
+    out = [_sentence(response, s, i, len(spans), vocabulary, bigrams, config.stem) for i, s in enumerate(spans)]
+    if config.embedder:
+        for sentence, similar in zip(out, _similarities(rec, [s.span for s in out], config.embedder)):
+            sentence.features += similar
+    if config.lm:
+        evidence = lm_reader(config.lm, config.lm_source_tokens, config.lm_cache_dir).read(rec)
+        for sentence in out:
+            sentence.features += evidence.unit_features(sentence.span)
+    if config.negation:
+        for sentence, negations in zip(out, _negations(rec, [s.span for s in out])):
+            sentence.features += negations
+    content = [_stem(w) if config.stem else w for w in _content(_words(response))]
+    context = [math.log(len(spans)), sum(w not in vocabulary for w in content) / max(1, len(content)),
+               math.log1p(len(source))]
+    return out, context
+
+
+def source_units(source: str, language: str) -> list[str]:
+    """The source's sentences, each longer than SOURCE_UNIT_CHARS cut into pieces of that size (a data-to-text
+    source is one long JSON line), at most SOURCE_UNITS of them."""
+    pieces = [source[a:b][i:i + SOURCE_UNIT_CHARS] for a, b in sentence_spans(source, language)
+              for i in range(0, b - a, SOURCE_UNIT_CHARS)]
+    return pieces[:SOURCE_UNITS] or [source[:SOURCE_UNIT_CHARS]]
+
+
+def _ranker(embedder: str):
+    from data_builders.model_inputs.retrieval import EmbeddingRanker
+    from models.builders import EMBEDDED_PREFIX, resolve_model_path
+
+    return EmbeddingRanker(resolve_model_path(embedder) if embedder.startswith(EMBEDDED_PREFIX) else embedder)
+
+
+@lru_cache(maxsize=512)
+def _source_embeddings(embedder: str, source: str, language: str):
+    """A source's units, embedded once: a benchmark's source is read by many responses (SummEdits' documents
+    by about 30 summaries each, RAGTruth's by 6 models' responses)."""
+    return _ranker(embedder).encode(source_units(source, language))
+
+
+def _similarities(rec: dict, spans: list[tuple[int, int]], embedder: str) -> list[list[float]]:
+    units = _source_embeddings(embedder, rec["source"], rec.get("language", "en"))
+    said = _ranker(embedder).encode([rec["response"][a:b] for a, b in spans])
+    top = -np.sort(-(said @ units.T).float().cpu().numpy(), axis=1)[:, :3]
+    return [[float(row[0]), float(row.mean())] for row in top]
+
+
+def _negations(rec: dict, spans: list[tuple[int, int]]) -> list[list[float]]:
+    """Each unit's negation cues, and how many more it has than the source sentence sharing most of its
+    content words: an inserted "not" is a stopword, which the unsupported-word counts never see."""
+    source, response = rec["source"], rec["response"]
+    said = [(set(_content(_words(source, a, b))), len(NEGATION.findall(source, a, b)))
+            for a, b in sentence_spans(source, rec.get("language", "en"))] or [(set(), 0)]
+    out = []
+    for a, b in spans:
+        words, cues = set(_content(_words(response, a, b))), len(NEGATION.findall(response, a, b))
+        _, closest = max(said, key=lambda sentence: len(words & sentence[0]))
+        out.append([float(cues), float(max(0, cues - closest))])
+    return out
+
+
+def gold_sentence_labels(rec: dict, found: list[Sentence]) -> list[int]:
+    gold = [(s["start"], s["end"]) for s in rec.get("spans") or []]
+    return [int(any(a < s.span[1] and b > s.span[0] for a, b in gold)) for s in found]
+
+
+@dataclass
+class Linear:
+    """A fitted logistic regression kept as numbers: standardisation, weights, bias."""
+    mean: list[float]
+    scale: list[float]
+    weights: list[float]
+    bias: float
+
+    def probability(self, x: np.ndarray) -> np.ndarray:
+        z = ((x - np.asarray(self.mean)) / np.asarray(self.scale)) @ np.asarray(self.weights) + self.bias
+        return 1.0 / (1.0 + np.exp(-z))
+
+    @classmethod
+    def fit(cls, x: np.ndarray, y: np.ndarray, c: float) -> Linear:
+        from sklearn.linear_model import LogisticRegression
+
+        mean, scale = x.mean(0), x.std(0)
+        scale[scale == 0] = 1.0
+        model = LogisticRegression(C=c, max_iter=5000, class_weight="balanced").fit((x - mean) / scale, y)
+        return cls(mean.tolist(), scale.tolist(), model.coef_[0].tolist(), float(model.intercept_[0]))
+
+
+Held = tuple[Counter, Counter, tuple[int, int]]   # one source's responses: its words' counts by label, and theirs
+
+
+@dataclass
+class WordOdds:
+    """Which unsupported words mark a hallucinated response, learned from the train split: each word's smoothed
+    log-odds of standing unsupported in a hallucinated training response against a faithful one. SummEdits'
+    faithful edits paraphrase with words its documents never use ("requests", "examining"), its unfaithful ones
+    bring new things ("ghee", "Greece"): the counts alone cannot tell these apart, their words can."""
+    hallucinated: dict[str, int]    # in how many hallucinated training responses the word stands unsupported
+    faithful: dict[str, int]        # ... and in how many faithful ones
+    responses: tuple[int, int]      # hallucinated, faithful training responses
+    smoothing: float = 1.0          # pseudo-responses drawn toward the prior
+
+    def log_odds(self, word: str, held_out: Held | None = None) -> float:
+        (h, f), (n_h, n_f) = (self.hallucinated.get(word, 0), self.faithful.get(word, 0)), self.responses
+        if held_out:
+            h, f = h - held_out[0][word], f - held_out[1][word]
+            n_h, n_f = n_h - held_out[2][0], n_f - held_out[2][1]
+        prior, a = min(0.99, max(0.01, n_h / max(1, n_h + n_f))), self.smoothing
+        return math.log((h + a * prior) / (n_h + a)) - math.log((f + a * (1 - prior)) / (n_f + a))
+
+    def features(self, words: tuple[str, ...], held_out: Held | None = None) -> list[float]:
+        odds = [self.log_odds(w, held_out) for w in words]
+        return [sum(odds), min(odds, default=0.0)]
+
+    @classmethod
+    def fit(cls, train: list[dict], config: GroundingConfig) -> tuple[WordOdds, dict[int, Held]]:
+        """The table, and each training source's own counts: a training response's features leave out every
+        response of its source (SummEdits' 30 edits of one seed summary share its words), as a test one's
+        never saw them."""
+        by_source: dict[int, Held] = {}
+        for rec in train:
+            h, f, (n_h, n_f) = by_source.get(cls.source_of(rec), (Counter(), Counter(), (0, 0)))
+            (h if rec["label"] else f).update({w for s in sentences(rec, config)[0] for w in s.unsupported})
+            by_source[cls.source_of(rec)] = h, f, (n_h + bool(rec["label"]), n_f + (not rec["label"]))
+        hallucinated, faithful, responses = Counter(), Counter(), (0, 0)
+        for h, f, (n_h, n_f) in by_source.values():
+            hallucinated.update(h)
+            faithful.update(f)
+            responses = (responses[0] + n_h, responses[1] + n_f)
+        return cls(dict(hallucinated), dict(faithful), responses), by_source
+
+    @staticmethod
+    def source_of(rec: dict) -> int:
+        """The key of a record's source among the held-out counts (one process: fitted and read together)."""
+        return hash(rec["source"])
+
+
+@dataclass
+class GroundingModel:
+    task_types: list[str]
+    config: GroundingConfig          # what a unit is (sentence | clause) and what reads it (embedder, lm)
+    sentence: Linear | None = None   # None: the training records have no gold spans, so nothing marks spans
+    response: Linear | None = None   # None: every training record is hallucinated (UHGEval): spans decide
+    threshold: float = 0.5           # response: hallucinated when its probability reaches it
+    span_threshold: float = 0.5      # a unit of a hallucinated response is marked when its probability reaches it
+    thresholds_by: dict | None = None    # {"field": a record path, "values": {value: threshold}} (eval.threshold_by)
+    word_odds: WordOdds | None = None    # eval.grounding.word_odds, where the train split has both labels
+
+    def threshold_of(self, rec: dict) -> float:
+        """The response threshold of a record: its group's (`eval.threshold_by`), else the overall one."""
+        if not self.thresholds_by:
+            return self.threshold
+        from eval.thresholds import field_value
+
+        value = field_value(rec, self.thresholds_by["field"])
+        return self.thresholds_by["values"].get(str(value), self.threshold)
+
+    def _task(self, rec: dict) -> list[float]:
+        return [float(task_type(rec) == t) for t in self.task_types]
+
+    def sentence_matrix(self, rec: dict, held_out: Held | None = None) -> tuple[list[Sentence], np.ndarray, np.ndarray]:
+        """The units, their sentence-model rows, and the record's response-model row. Word odds, learnt from
+        responses' labels, join the response model only (a training record's without its source's responses:
+        `held_out`)."""
+        found, context = sentences(rec, self.config)
+        rows = np.array([s.features + context + self._task(rec) for s in found], dtype=float)
+        own = np.array([s.features + (self.word_odds.features(s.unsupported, held_out) if self.word_odds else [])
+                        for s in found], dtype=float)
+        return found, rows, np.concatenate([own.max(0), own.mean(0), context, self._task(rec)])
+
+    def scores(self, rec: dict) -> tuple[float, list[list]]:
+        """The response's probability of being hallucinated (without a response model: its most likely
+        unit's) and [start, end, p] of each unit."""
+        found, rows, response_row = self.sentence_matrix(rec)
+        per_unit = ([] if self.sentence is None else
+                    [[*s.span, float(q)] for s, q in zip(found, self.sentence.probability(rows))])
+        if self.response is None:
+            return max((q for *_, q in per_unit), default=0.0), per_unit
+        return float(self.response.probability(response_row[None])[0]), per_unit
+
+    def predict(self, rec: dict) -> dict:
+        from eval.thresholds import flagged_spans, is_hallucinated
+
+        score, per_unit = self.scores(rec)
+        threshold = self.threshold_of(rec)
+        if self.response is None:
+            spans = flagged_spans(per_unit, self.span_threshold)
+            label = int(bool(spans))
+        else:
+            label = is_hallucinated(score, threshold)
+            spans = flagged_spans(per_unit, self.span_threshold) if label else []
+        return {"id": rec["id"], "label": label, "score": score, "threshold": threshold, "spans": spans,
+                "per_unit": per_unit}
+
+    def feature_names(self) -> dict[str, list[str]]:
+        """The columns of the sentence model and of the response model, in order."""
+        own = sentence_features(self.config)
+        odds = WORD_ODDS_FEATURES if self.word_odds else ()
+        return {"sentence": [*own, *CONTEXT_FEATURES, *self.task_types],
+                "response": [*(f"max_{f}" for f in own + odds), *(f"mean_{f}" for f in own + odds), *CONTEXT_FEATURES,
+                             *self.task_types]}
+
+    def save(self, path: Path, provenance: dict) -> None:
+        """The model as JSON: thresholds with where they came from, and each weight beside its feature."""
+        names = self.feature_names()
+        body = {"threshold": self.threshold, "span_threshold": self.span_threshold,
+                "thresholds_by": self.thresholds_by, **provenance,
+                "task_types": self.task_types, "embedder": self.config.embedder, "unit": str(self.config.unit),
+                "lm": self.config.lm, "lm_source_tokens": self.config.lm_source_tokens,
+                "negation": self.config.negation, "stem": self.config.stem,
+                "word_odds": self.word_odds and {**vars(self.word_odds), "features": WORD_ODDS_FEATURES},
+                **{part: {**vars(getattr(self, part)), "features": names[part]} if getattr(self, part) else None
+                   for part in names}}
+        path.write_text(json.dumps(body, indent=1, ensure_ascii=False), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> GroundingModel:
+        """The model `save` wrote (JSON: numbers and word counts, nothing that runs); its features are checked
+        against what this version computes, so a file of another version is refused rather than misread."""
+        body = json.loads(Path(path).read_text(encoding="utf-8"))
+        config = GroundingConfig(unit=EvidenceUnit(body["unit"]), embedder=body["embedder"], lm=body["lm"],
+                                 lm_source_tokens=body["lm_source_tokens"], negation=body["negation"],
+                                 stem=body["stem"], word_odds=body["word_odds"] is not None)
+        odds = body["word_odds"]
+        model = cls(body["task_types"], config, threshold=body["threshold"], span_threshold=body["span_threshold"],
+                    thresholds_by=body["thresholds_by"],
+                    word_odds=odds and WordOdds(odds["hallucinated"], odds["faithful"], tuple(odds["responses"]),
+                                                odds["smoothing"]))
+        for part, names in model.feature_names().items():
+            if body[part] is None:
+                continue
+            if body[part]["features"] != names:
+                raise GroundingError(f"{path}: the {part} model's features are {body[part]['features']}; this version "
+                                     f"computes {names}: fit it again with this version")
+            setattr(model, part, Linear(*(body[part][k] for k in ("mean", "scale", "weights", "bias"))))
+        return model
+
+
+class GroundingError(ValueError):
+    pass
+
+
+def fit(train: list[dict], config: GroundingConfig = WORDS_ONLY) -> GroundingModel:
+    """The regressions the training records allow (thresholds 0.5 until chosen on validation): the unit
+    model where some training unit overlaps a gold span, the response model where both labels occur."""
+    model = GroundingModel(sorted({task_type(r) for r in train}), config)
+    labels = [int(r["label"]) for r in train]
+    held_out = {}
+    if config.word_odds and len(set(labels)) == 2:
+        model.word_odds, held_out = WordOdds.fit(train, config)
+    unit_x, unit_y, response_x = [], [], []
+    words_only = config.embedder is None and config.lm is None      # fast: no progress lines
+    for rec in progress(train, desc="grounding features (train)", disable=words_only):
+        found, rows, response_row = model.sentence_matrix(rec, held_out.get(WordOdds.source_of(rec)))
+        unit_x.append(rows)
+        unit_y += gold_sentence_labels(rec, found) if rec["label"] else [0] * len(found)
+        response_x.append(response_row)
+    if len(set(unit_y)) == 2:           # else no gold spans (SummEdits, say): no spans marked
+        model.sentence = Linear.fit(np.concatenate(unit_x), np.array(unit_y), config.c)
+    if len(set(labels)) == 2:           # else every record hallucinated (UHGEval): its spans decide
+        model.response = Linear.fit(np.array(response_x), np.array(labels), config.c)
+    if model.sentence is None and model.response is None:
+        raise GroundingError(f"eval.method=grounding fits on the train split: it needs hallucinated and faithful "
+                             f"records there, or gold spans; found labels {sorted(set(labels))} in {len(train)} "
+                             f"records and no span")
+    return model
+
+
+CHOOSABLE = ("stem", "negation", "word_odds")    # the flags eval.grounding.choose_among turns on or off
+
+
+def candidate_config(config: GroundingConfig, candidate: str) -> GroundingConfig:
+    """`config` with the flags `candidate` names on ("stem+word_odds") and the other CHOOSABLE ones off."""
+    from dataclasses import replace
+
+    named = set() if candidate == "plain" else set(candidate.split("+"))
+    unknown = sorted(named - set(CHOOSABLE))
+    if unknown:
+        raise GroundingError(f"eval.grounding.choose_among: {candidate!r} names {unknown}; expected flags among "
+                             f"{list(CHOOSABLE)} joined by '+', or 'plain' for none of them")
+    return replace(config, **{flag: flag in named for flag in CHOOSABLE}, choose_among=None)
+
+
+def choose_features(records: list[dict], config: GroundingConfig, by: str) -> tuple[GroundingConfig, dict]:
+    """The candidate of `config.choose_among` whose response scores rank `records` best (ROC AUC), each record
+    scored by a model fitted on the other `config.choose_folds` groups of `by` (data.fold_by), and every
+    candidate's AUC."""
+    from sklearn.metrics import roc_auc_score
+
+    from data_builders.folds import group_key, grouped_folds
+
+    folds = grouped_folds(records, min(config.choose_folds, len(set(map(group_key(by), records)))), by=by)
+    labels = [int(r["label"]) for r in records]
+    aucs = {}
+    for candidate in progress(config.choose_among, desc="choosing features"):
+        scored: dict[str, float] = {}
+        for fold in folds:
+            model = fit(fold["train"] + fold["val"], candidate_config(config, candidate))
+            scored.update({r["id"]: model.scores(r)[0] for r in fold["test"]})
+        aucs[candidate] = float(roc_auc_score(labels, [scored[r["id"]] for r in records]))
+    best = max(config.choose_among, key=aucs.__getitem__)     # the first listed among equals
+    return candidate_config(config, best), {"chosen": best, "roc_auc": aucs, "inner_folds": len(folds), "by": by}
+
+
+def cross_fitted_scores(records: list[dict], config: GroundingConfig, by: str) -> dict[str, tuple]:
+    """Each record's `GroundingModel.scores` by a model fitted on the records of the other values of `by`
+    (a record path: meta.domain). A leave-one-domain-out test part is a domain no model saw; a validation
+    split drawn from the training domains is not, and its best threshold is not the test's."""
+    from eval.thresholds import field_value
+
+    groups: dict[str, list[dict]] = {}
+    for rec in records:
+        value = field_value(rec, by)
+        if value is None:
+            raise GroundingError(f"eval.grounding.cross_fit_by={by}: record {rec.get('id')!r} has no {by}")
+        groups.setdefault(str(value), []).append(rec)
+    if len(groups) < 2:
+        raise GroundingError(f"eval.grounding.cross_fit_by={by}: cross-fitting needs the train and val splits to "
+                             f"hold at least 2 values of {by}, found {sorted(groups)}")
+    scored = {}
+    for value, held in progress(groups.items(), desc=f"cross-fitting by {by}"):
+        model = fit([r for other, recs in groups.items() if other != value for r in recs], config)
+        scored.update({r["id"]: model.scores(r) for r in held})
+    return scored

@@ -1,0 +1,159 @@
+"""Evaluate an annotator or a baseline with an experiment's config: build or read the test
+records, write predictions as they come (resuming from those already written), then score
+them with the same code as `eval/score.py`.
+
+`eval.method`: `annotator` (the checkpoint's generations or head probabilities), `rag` (the
+annotator on aligned article windows, Appendix D), `nli` (SummaC zero-shot / HaluMap with
+a threshold chosen on the validation split), or `grounding` (eval/baselines/grounding.py: fitted on the train
+split). With `data.folds=k` the last three are cross-validated in one launch (`run_eval_folds`).
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from configs.choices import EvalMethod
+from configs.schema import SFTConfig, with_changes
+from data_builders.records import read_jsonl_to_append, write_jsonl
+from data_builders.sources import DataRequest, build_records, check_data_config, needed_buckets
+from eval.backends.in_process import select_eval_records
+from eval.predictors import PREDICTORS
+from eval.reports.writer import report_text
+from eval.scorers.scoring import score_files
+
+
+def data_request(cfg: SFTConfig) -> DataRequest:
+    """What a run (training, or `eval/run.py`) wants of its data: its template, the length buckets of
+    its stages and evaluation, its seed."""
+    stages = [s.bucket for s in cfg.curriculum.stages]
+    return DataRequest(cfg.task.template, tuple(needed_buckets(stages, list(cfg.eval.buckets), cfg.eval.enabled)),
+                       cfg.trainer.seed)
+
+
+def _done(path: Path) -> set[str]:
+    """Ids already predicted: a torn last line (the run was killed mid-row) is dropped, and redone."""
+    return {row["id"] for row in read_jsonl_to_append(path)}
+
+
+def run_eval(cfg: SFTConfig) -> dict:
+    if cfg.eval.export and cfg.eval.method != EvalMethod.grounding:
+        raise ValueError(f"eval.export={cfg.eval.export} writes a fitted grounding annotator (eval.method=grounding), "
+                         f"found eval.method={cfg.eval.method}; a trained model's export is written by train/sft.py "
+                         "(<run>/checkpoints/<i>-<stage>/hf)")
+    if cfg.data.folds:
+        if cfg.eval.method == EvalMethod.annotator:
+            raise ValueError(f"data.folds={cfg.data.folds}: eval/run.py scores one model on one test split; a "
+                             "fold's export is scored with data.folds=0 data.root=<run>/folds/fold_<i>")
+        return run_eval_folds(cfg)
+    check_data_config(cfg.data)
+    predictor = PREDICTORS[cfg.eval.method].from_config(cfg)
+    splits = build_records(cfg.data, data_request(cfg), predictor.tokenizer)[0]
+    records = select_eval_records(splits["test"], list(cfg.eval.buckets), cfg.eval.max_per_bucket)
+    if not records:
+        raise ValueError(f"eval.buckets={list(cfg.eval.buckets)}: no test records in these buckets")
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_jsonl(out / "gold.jsonl", records)
+    preds_path = out / "predictions.jsonl"
+    done = _done(preds_path)
+    todo = [r for r in records if r["id"] not in done]
+    print(f"{len(records)} records, {len(done)} predicted already, {len(todo)} to go", flush=True)
+    if todo:
+        predictor.prepare(splits, out)
+        started, sitting = time.perf_counter(), []
+        with open(preds_path, "a", encoding="utf-8") as f:
+            def write(row: dict) -> None:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                f.flush()
+                sitting.append(row)
+
+            predictor.predict(todo, write)
+        if getattr(predictor, "judge", None) is not None:
+            _record_judge(predictor.judge, out)
+        elif any("completion_tokens" in row for row in sitting):
+            _record_generation(sitting, time.perf_counter() - started, preds_path, out)
+    metrics = score_files(cfg.task.scorer, out / "gold.jsonl", preds_path, out / "scores", bertscore=cfg.eval.bertscore)
+    print(report_text(out / "scores"), end="")
+    if cfg.eval.export:
+        _export(cfg, out / "grounding.json", splits.get("train") or [], "the train split of the run that wrote it "
+                f"({cfg.output_dir}), its thresholds chosen as grounding.json says", report_text(out / "scores"))
+    return metrics
+
+
+def run_eval_folds(cfg: SFTConfig) -> dict:
+    """A method prepared on each fold's train and val parts (grounding, nli, rag), cross-validated in
+    one launch: the folds dealt as training deals them (train/cross_validation.py), each fold's test part
+    predicted in <output_dir>/fold_<i>/eval, then the k test parts pooled into <output_dir>/eval."""
+    from eval.fold_pooling import deal_once, fold_config, pool_folds
+
+    check_data_config(cfg.data)
+    run_dir = Path(cfg.output_dir)
+    deal_once(cfg.data, run_dir / "folds")
+    for i in range(cfg.data.folds):
+        print(f"== fold {i} of {cfg.data.folds}", flush=True)
+        fold = fold_config(cfg, run_dir, i)
+        run_eval(with_changes(fold, {"output_dir": str(Path(fold.output_dir) / "eval")}))
+    metrics = pool_folds(cfg.task.scorer, cfg.data.folds, cfg.eval.bertscore, run_dir,
+                         metrics_file="scores/metrics.json")
+    report = (run_dir / "eval" / "report.md").read_text(encoding="utf-8")
+    print(f"== cross-validation, {cfg.data.folds} folds pooled\n{report}", flush=True)
+    if cfg.eval.export:
+        _export_fitted_on_every_record(cfg, run_dir, report)
+    return metrics
+
+
+def _export_fitted_on_every_record(cfg: SFTConfig, run_dir: Path, report: str) -> None:
+    """The method the folds measured, fitted once more on every record (train and val dealt as a fold's), and
+    written as an export (`eval.export`)."""
+    from data_builders.folds import deal_all
+
+    print(f"== fitting on every record for {cfg.eval.export}", flush=True)
+    whole = deal_all(cfg.data, run_dir / "folds" / "all")
+    fitted = run_dir / "all"
+    fitted.mkdir(parents=True, exist_ok=True)
+    predictor = PREDICTORS[cfg.eval.method].from_config(with_changes(cfg, {"data": {"folds": 0}}))
+    predictor.prepare({"train": whole["train"], "val": whole["val"]}, fitted)
+    _export(cfg, fitted / "grounding.json", whole["train"], f"every record of {cfg.data.root} ({cfg.data.folds} "
+            f"folds measured it), {len(whole['val'])} of them held out to choose its thresholds", report)
+
+
+def _export(cfg: SFTConfig, fitted: Path, records: list[dict], how: str, held_out: str) -> None:
+    from eval.baselines.grounding_export import write_grounding_export
+
+    if not fitted.is_file():
+        raise ValueError(f"eval.export={cfg.eval.export}: no fitted model at {fitted} (a run whose predictions were "
+                         "all written before fits nothing: use a new output_dir)")
+    write_grounding_export(Path(cfg.eval.export), fitted, cfg.task, records, how, held_out)
+    print(f"export written to {cfg.eval.export}: python -m eval.annotate model={cfg.eval.export} input=IN.jsonl "
+          "output=OUT.jsonl", flush=True)
+
+
+def _record_judge(judge, out: Path) -> None:
+    """The judge's requests, tokens and speed (and cost, with prices) beside the predictions."""
+    from eval.backends.served import usage_record
+
+    record = usage_record(judge.usage, judge.config)
+    (out / "judge_usage.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(record["line"], flush=True)
+
+
+def _tokens(rows: list[dict]) -> tuple[int, int, int]:
+    """(rows, prompt tokens, completion tokens) of the rows an in-process decoder generated."""
+    counted = [r for r in rows if "completion_tokens" in r]
+    return len(counted), sum(r["prompt_tokens"] for r in counted), sum(r["completion_tokens"] for r in counted)
+
+
+def _record_generation(sitting: list[dict], seconds: float, preds_path: Path, out: Path) -> None:
+    """An in-process decoder's tokens and speed, as `_record_judge` writes a served judge's
+    (`generation_usage.json`): this sitting's rows and the whole predictions file's, a resumed run included."""
+    rows, prompt, completion = _tokens(sitting)
+    all_rows, all_prompt, all_completion = _tokens(list(read_jsonl_to_append(preds_path)))
+    line = (f"generated in process: {rows} rows this sitting ({all_rows} in all), {prompt} prompt + {completion} "
+            f"completion tokens ({all_prompt} + {all_completion} in all), {rows / seconds:.2f} rows/s, "
+            f"{(prompt + completion) / seconds:.0f} tokens/s, {seconds:.1f} s")
+    record = {"rows": rows, "prompt_tokens": prompt, "completion_tokens": completion, "seconds": round(seconds, 3),
+              "all_rows": all_rows, "all_prompt_tokens": all_prompt, "all_completion_tokens": all_completion,
+              "line": line}
+    (out / "generation_usage.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(line, flush=True)
