@@ -99,3 +99,18 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         why = f"marked: {reasons[node]}" if node in reasons else \
             "UNMARKED: cut it, or mark it @pytest.mark.over_budget('why')"
         terminalreporter.write_line(f"{total:6.0f} s ({setup:.0f} s setup)  {node}  {why}")
+    _report_files(terminalreporter, spent)
+
+
+def _report_files(terminalreporter, spent: dict[str, dict[str, float]], shown: int = 12) -> None:
+    """Each file's total, heaviest first: under --dist loadfile a file is one worker's unit, so a heavy file
+    scheduled last keeps one worker busy while the other idles."""
+    files: dict[str, float] = {}
+    for node, phases in spent.items():
+        name = node.split("::")[0]
+        files[name] = files.get(name, 0.0) + sum(phases.values())
+    heaviest = sorted(files.items(), key=lambda kv: -kv[1])[:shown]
+    terminalreporter.section(f"the {len(heaviest)} heaviest test files of {len(files)} "
+                             f"({sum(files.values()) / 60:.0f} worker-minutes in all)")
+    for name, total in heaviest:
+        terminalreporter.write_line(f"{total:6.0f} s  {name}")
