@@ -130,9 +130,9 @@ def build_longnovel(units: list[Unit], tokenizer, buckets: dict[str, int], test_
         window_index = 0
         for book_id in names:
             book = books[book_id]
-            found = ([([u], measure.exact([u]))] for u in book) if bucket == "S" else \
-                [windows(book, budget, fill, measure.estimate, measure.exact, report)]
-            for ctx, _ in (w for group in found for w in group):
+            contexts = [[u] for u in book] if bucket == "S" else \
+                [ctx for ctx, _ in windows(book, budget, fill, measure.estimate, measure.exact, report)]
+            for ctx in contexts:
                 split = split_of[book_id]
                 for rec in context_records(ctx, pick_offset(window_index, len(ctx)), bucket, split):
                     rec["n_tokens"] = measure.record(rec)
