@@ -1,5 +1,6 @@
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -62,9 +63,24 @@ def pytest_configure(config):
     torch.set_num_threads(threads)
 
 
+# Each test file's seconds in a measured run (HALLU_RECORD_FILE_SECONDS=1 rewrites it at the end of a run). Under
+# --dist loadfile a file is one worker's unit and pytest-xdist hands them out in collection order: heaviest first,
+# the last files handed out are short ones, so neither worker idles long at the end.
+FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
+
+
+def _heaviest_files_first(items: list) -> None:
+    seconds = json.loads(FILE_SECONDS.read_text()) if FILE_SECONDS.exists() else {}
+    unknown = statistics.median(seconds.values()) if seconds else 0.0      # a new file: a typical one
+    order = {item: i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (-seconds.get(item.nodeid.split("::")[0], unknown), item.nodeid.split("::")[0],
+                                 order[item]))
+
+
 def pytest_collection_modifyitems(config, items):
     import torch
 
+    _heaviest_files_first(items)
     for item in items:     # the reason travels with the test's reports, to the controller of pytest-xdist too
         for mark in item.iter_markers("over_budget"):
             item.user_properties.append(("over_budget", mark.args[0] if mark.args else ""))
@@ -109,6 +125,10 @@ def _report_files(terminalreporter, spent: dict[str, dict[str, float]], shown: i
     for node, phases in spent.items():
         name = node.split("::")[0]
         files[name] = files.get(name, 0.0) + sum(phases.values())
+    if os.environ.get("HALLU_RECORD_FILE_SECONDS"):
+        known = json.loads(FILE_SECONDS.read_text()) if FILE_SECONDS.exists() else {}
+        merged = {k: v for k, v in {**known, **files}.items() if (REPO / k).exists()}   # a partial run: its files
+        FILE_SECONDS.write_text(json.dumps({k: round(v) for k, v in sorted(merged.items())}, indent=1) + "\n")
     heaviest = sorted(files.items(), key=lambda kv: -kv[1])[:shown]
     terminalreporter.section(f"the {len(heaviest)} heaviest test files of {len(files)} "
                              f"({sum(files.values()) / 60:.0f} worker-minutes in all)")

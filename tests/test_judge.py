@@ -77,6 +77,7 @@ def _outputs(run: Path) -> dict:
     return {r["id"]: r["output"] for r in map(json.loads, (run / "predictions.jsonl").read_text().splitlines())}
 
 
+@pytest.mark.over_budget("the demo export evaluated in process, through transformers serve and from the cache")
 def test_served_greedy_answers_equal_in_process_ones_and_a_rerun_sends_nothing(server, tmp_path):
     url, model, log = server
     data = tmp_path / "data"
@@ -267,6 +268,7 @@ def test_eval_annotate_labels_with_the_served_copy_of_an_export_as_in_process(se
     assert (tmp_path / "served.jsonl").read_text() == (tmp_path / "local.jsonl").read_text()
 
 
+@pytest.mark.over_budget("SmolLM2 on 1,700-token prompts three times: served, in process, and from the cache")
 def test_uhgevals_keyword_judge_served_as_plain_text_answers_as_in_process_and_a_rerun_asks_nothing(server, tmp_path):
     """`+exp=uhgeval_judge` with eval.judge.completions: one request per keyword UHGEval's metric reads (about
     1,700 SmolLM2 tokens each), the plain-text prompt in process reads, the same greedy answers, every one cached."""

@@ -56,9 +56,10 @@ def test_a_torn_cache_line_is_read_past_and_the_record_read_again(tmp_path):
 
 
 @needs_smollm2
+@pytest.mark.over_budget("SmolLM2 reads 48 records with and without their source inside a 3-fold eval run")
 def test_eval_run_cross_validates_grounding_with_the_lm_features(tmp_path):
     out = tmp_path / "run"
-    done = cross_validate(tmp_path, synthetic(72, 0), f"eval.grounding.lm={SMOLLM2}",
+    done = cross_validate(tmp_path, synthetic(48, 0), f"eval.grounding.lm={SMOLLM2}",
                           f"eval.grounding.lm_cache_dir={tmp_path / 'cache'}", timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     saved = json.loads((out / "fold_0" / "eval" / "grounding.json").read_text())
@@ -66,4 +67,4 @@ def test_eval_run_cross_validates_grounding_with_the_lm_features(tmp_path):
     assert len(saved["sentence"]["weights"]) == len(saved["sentence"]["features"])
     assert "reading the units of" in done.stdout and SMOLLM2 in done.stdout
     metrics = json.loads((out / "eval" / "metrics.json").read_text())
-    assert metrics["n"] == 72 and metrics["example"]["balanced_acc"] > 0.8
+    assert metrics["n"] == 48 and metrics["example"]["balanced_acc"] > 0.8

@@ -54,6 +54,7 @@ def reference_run(cluster, tmp_path_factory):
     return run_dir
 
 
+@pytest.mark.over_budget("builds the module's reference run, a SLURM job that the other tests compare with")
 def test_demo_job_completes_with_the_run_directory_contract(reference_run):
     assert [r["step"] for r in read_train_log(reference_run)] == list(range(1, 43))
     assert (reference_run / "config.yaml").exists() and (reference_run / "eval" / "metrics.json").exists()
@@ -63,6 +64,7 @@ def test_demo_job_completes_with_the_run_directory_contract(reference_run):
     assert "slurm." not in script.split("train/sft.py", 1)[1]          # slurm.* keys never reach the job
 
 
+@pytest.mark.over_budget("a real SLURM job signalled, checkpointed, requeued and finished")
 def test_signalled_job_checkpoints_requeues_and_matches(cluster, reference_run, tmp_path):
     run_dir = tmp_path / "run_b"
     job = submit(cluster, TINY + CPU_JOB + [f"output_dir={run_dir}"])

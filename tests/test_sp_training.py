@@ -62,6 +62,7 @@ def _stages(second_sp: int, second_accum: int) -> list[str]:
             f"grad_accum: {second_accum}}}]", "eval.enabled=false", "model.dtype=float32"]
 
 
+@pytest.mark.over_budget("three 2-rank launches: sp 1 -> 1, sp 1 -> 2 stopped in its second stage, its resume")
 def test_changing_the_sp_degree_between_stages_changes_no_step_and_resumes_inside_the_new_stage(tmp_path):
     """sp 1 -> sp 2 (the second stage accumulates 2 micro-batches, so its global batch stays 2
     samples), stopped inside its sp 2 stage and resumed, against sp 1 -> sp 1 uninterrupted on the

@@ -85,6 +85,7 @@ def test_check_run_accepts_the_run_and_names_what_breaks_it(uninterrupted, tmp_p
     assert "stage 's4k' has no export" in out and "metrics.json: missing" in out
 
 
+@pytest.mark.over_budget("an interrupted 2-rank run and its resume, step for step against the uninterrupted one")
 def test_resume_reproduces_the_uninterrupted_losses(uninterrupted, tmp_path):
     out = tmp_path / "run_b"
     first = _ok(torchrun(2, TINY + [f"output_dir={out}", "trainer.stop_at_step=4"]))
