@@ -13,7 +13,8 @@ and `reason`, and `unparseable: true` with the `raw` text when its answer cannot
 
 Rows are written as they are annotated; run it again with the same output to continue. Then a
 summary of the whole file is printed and written beside it (`OUT.jsonl.summary.md`, with the score
-histogram `OUT.jsonl.scores.png`: eval/reports/annotation_summary.py). The Python API is
+histogram `OUT.jsonl.scores.png`: eval/reports/annotation_summary.py), and a page that shows every row
+with its flagged spans highlighted (`OUT.jsonl.html`: eval/reports/annotation_page.py). The Python API is
 `Annotator.load(EXPORT_DIR)`, then `.annotate(source, response)`, `.annotate_rows(rows)`, or, for a
 RAG answer, `.predict(context=[passages], question=..., answer=..., output_format="spans" | "tokens")`.
 Predictions go through `eval.predictors.AnnotatorPredictor`, the path of `eval/run.py` and of the
@@ -39,6 +40,7 @@ from data_builders.model_inputs.pairs import uses_pairs
 from data_builders.records import TASKS, RecordError, iter_jsonl, read_jsonl, read_jsonl_to_append
 from eval.baselines.grounding_export import GROUNDING, GroundingAnnotator
 from eval.predictors import AnnotatorPredictor, Inference
+from eval.reports.annotation_page import write_annotated_page
 from eval.reports.annotation_summary import write_summary
 from eval.scorers.scoring import scorer
 from eval.thresholds import DEFAULT, is_hallucinated
@@ -247,7 +249,8 @@ def main(composed: DictConfig) -> None:
           "every span indexes its response")
     output = Path(cfg.output)
     summary = write_summary(output, done.rows, done.outputs, done.threshold)
-    print(f"\n{summary}\n(written to {output.name}.summary.md)")
+    page = write_annotated_page(output, done.rows, done.outputs)
+    print(f"\n{summary}\n(written to {output.name}.summary.md; every row with its spans highlighted: {page.name})")
 
 
 if __name__ == "__main__":

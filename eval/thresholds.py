@@ -6,20 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from eval.scorers.decisions import DEFAULT, is_hallucinated  # noqa: F401  (the decision lives beside the scorers)
 from eval.scorers.metrics import binary_scores
-
-DEFAULT = 0.5
 
 
 @dataclass(frozen=True)
 class Threshold:
     value: float
     source: str            # where it came from, for reports and the export
-
-
-def is_hallucinated(score: float, threshold: float = DEFAULT) -> int:
-    """The decision: 1 when the score (higher = more likely hallucinated) reaches the threshold."""
-    return int(score >= threshold)
 
 
 def flagged_spans(token_probs: list[list], threshold: float) -> list[list[int]]:

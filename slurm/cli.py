@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("train/sft.py", "train (torchrun over -n processes; Hydra overrides: +exp=... key=value)"),
     "eval": ("eval/run.py", "evaluate a checkpoint, a base model, a judge or a baseline and score it"),
     "annotate": ("-m eval.annotate", "label anyone's outputs with an export or a served model"),
+    "serve": ("-m eval.serve", "serve an export over HTTP: POST /v1/annotate, as `annotate` labels rows"),
     "score": ("eval/score.py", "score any system's predictions against gold records"),
     "compare": ("eval/compare.py", "compare finished runs: metrics, differing config keys, plots"),
     "convert": ("-m data_builders.convert", "convert a released benchmark into records"),

@@ -47,7 +47,7 @@ def _thresholds(node: ast.Compare) -> bool:
 
 RULES = {"a task kind compared": (_compares_kind, ("models/kinds/",)),
          "a head compared": (_compares_head, ("models/kinds/", "data_builders/model_inputs/head_targets.py")),
-         "the decision p >= t written again": (_thresholds, ("eval/thresholds.py",))}
+         "the decision p >= t written again": (_thresholds, ("eval/scorers/decisions.py",))}
 
 
 def _offences(source: str, rule) -> list[int]:

@@ -13,26 +13,62 @@ from eval.thresholds import field_value
 
 NOT_COLUMNS = {"id", "source", "documents", "response", "question", "label", "spans", "meta"}
 MAX_GROUPS = 30           # a column with more distinct values (an id, a free text) is not a grouping
+MAX_NUMBER_VALUES = 6     # a numeric column with more distinct values is binned, not listed value by value
+BINS = 4
 TOP_SPANS = 10
 SPAN_CHARS = 60           # a flagged span is shown at most this long
 
 
-def group_columns(rows: list[dict]) -> list[str]:
-    """The input columns to count by: top-level fields and `meta.<key>` fields holding a string, an
-    integer or a boolean, with 2 to MAX_GROUPS distinct values over the rows, some value shared by
-    two rows (a value per row is an id)."""
+def _column_values(rows: list[dict]) -> dict[str, set]:
+    """Each scalar input column (top-level and `meta.<key>`) and the values it takes; a column holding
+    anything else in some row (a list, a dict) is left out."""
     values: dict[str, set] = {}
     not_scalar: set[str] = set()
     for row in rows:
         fields = {k: v for k, v in row.items() if k not in NOT_COLUMNS}
         fields |= {f"meta.{k}": v for k, v in (row.get("meta") or {}).items()}
         for name, value in fields.items():
-            if isinstance(value, (str, int, bool)):
+            if isinstance(value, (str, int, float, bool)):
                 values.setdefault(name, set()).add(value)
             else:
                 not_scalar.add(name)
-    return sorted(name for name, seen in values.items() if name not in not_scalar and 2 <= len(seen) <= MAX_GROUPS
-                  and len(seen) < len(rows))
+    return {name: seen for name, seen in values.items() if name not in not_scalar}
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def group_columns(rows: list[dict]) -> list[str]:
+    """The input columns to count by, as categories: strings, booleans and numbers taking at most
+    MAX_NUMBER_VALUES values, with 2 to MAX_GROUPS distinct values over the rows, some value shared by
+    two rows (a value per row is an id)."""
+    return sorted(name for name, seen in _column_values(rows).items()
+                  if 2 <= len(seen) <= MAX_GROUPS and len(seen) < len(rows)
+                  and not (all(map(_is_number, seen)) and len(seen) > MAX_NUMBER_VALUES))
+
+
+def binned_columns(rows: list[dict]) -> list[str]:
+    """Numeric columns with more than MAX_NUMBER_VALUES values (a token count, a temperature): counted
+    by BINS ranges of about equal rows, never value by value."""
+    return sorted(name for name, seen in _column_values(rows).items()
+                  if all(map(_is_number, seen)) and len(seen) > MAX_NUMBER_VALUES)
+
+
+def _bins(values: list[float]) -> list[tuple[float, float]]:
+    ordered = sorted(values)
+    cuts = [ordered[min(len(ordered) - 1, (len(ordered) * k) // BINS)] for k in range(BINS)] + [ordered[-1]]
+    edges = sorted(set(cuts))
+    return [(lo, hi) for lo, hi in zip(edges, edges[1:])] or [(edges[0], edges[0])]
+
+
+def _bin_label(value, bins: list[tuple[float, float]]) -> str:
+    if not _is_number(value):
+        return "(none)"
+    for i, (lo, hi) in enumerate(bins):
+        if value < hi or i == len(bins) - 1:
+            return f"[{lo:g}, {hi:g}" + (")" if i < len(bins) - 1 else "]")
+    raise AssertionError("unreachable")
 
 
 def column_value(row: dict, name: str):
@@ -63,9 +99,17 @@ def summarize(rows: list[dict], outs: list[dict]) -> dict:
         for row, out in zip(rows, outs):
             groups.setdefault(column_value(row, name), []).append(out)
         by[name] = {value: _rates(group) for value, group in sorted(groups.items(), key=lambda kv: str(kv[0]))}
+    for name in binned_columns(rows):
+        bins = _bins([v for row in rows if _is_number(v := field_value(row, name))])
+        binned: dict = {}
+        for row, out in zip(rows, outs):
+            binned.setdefault(_bin_label(field_value(row, name), bins), []).append(out)
+        order = [_bin_label(lo, bins) for lo, _ in bins] + ["(none)"]
+        by[name] = {label: _rates(binned[label]) for label in order if label in binned}
     spans = Counter(normalized_span(s["text"]) for o in outs for s in o.get("spans") or [] if s["text"].strip())
     return {"all": _rates(outs), "labels": dict(Counter(str(o.get("label")) for o in outs).most_common()),
-            "by": by, "top_spans": spans.most_common(TOP_SPANS), "n_spans": sum(spans.values())}
+            "by": by, "binned": binned_columns(rows), "top_spans": spans.most_common(TOP_SPANS),
+            "n_spans": sum(spans.values())}
 
 
 def _score(value: float | None) -> str:
@@ -79,7 +123,8 @@ def summary_markdown(summary: dict, title: str, histogram: str | None) -> str:
              + (f", mean score {a['mean_score']:.3f}" if a["mean_score"] is not None else ""), "",
              "| label | rows |", "|---|---|", *(f"| {k} | {v:,} |" for k, v in summary["labels"].items())]
     for name, groups in summary["by"].items():
-        lines += ["", f"## By `{name}`", "", "| value | rows | flagged | rate (%) | unparseable | mean score |",
+        ranges = " (ranges of about equal rows)" if name in summary["binned"] else ""
+        lines += ["", f"## By `{name}`{ranges}", "", "| value | rows | flagged | rate (%) | unparseable | mean score |",
                   "|---|---|---|---|---|---|"]
         lines += [f"| {value} | {g['n']:,} | {g['flagged']:,} | {100 * g['rate']:.1f} | {g['unparseable']:,} | "
                   f"{_score(g['mean_score'])} |" for value, g in groups.items()]

@@ -3,7 +3,13 @@ from __future__ import annotations
 
 from data_builders.records import SENTENCE_TYPES
 from eval.scorers.parsers import AnahAnnotation, parse_anah_annotation, parse_binary_answer, parse_longnovel_verdict
-from eval.thresholds import DEFAULT, is_hallucinated
+
+DEFAULT = 0.5
+
+
+def is_hallucinated(score: float, threshold: float = DEFAULT) -> int:
+    """The decision: 1 when the score (higher = more likely hallucinated) reaches the threshold."""
+    return int(score >= threshold)
 
 
 def _from_probs(probs, threshold: float | None = None) -> int | None:

@@ -1,0 +1,155 @@
+"""`hallu serve EXPORT`: a real server on loopback answers `hallu annotate`'s rows for the same rows, refuses
+each class of bad input with its status and a message while serving the next request, requires the bearer
+token it was given (and never logs it), and finishes a request in flight when it is told to stop."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+
+from tests.conftest import REPO, free_port
+from tests.test_grounding import synthetic
+from tests.test_grounding_export import _annotate, _eval, _write
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory):
+    """A grounding annotator fitted on synthetic records and exported (`eval.export`), and its test rows."""
+    tmp = tmp_path_factory.mktemp("serve")
+    data = tmp / "data"
+    for name, records in (("train", synthetic(120, 0)), ("val", synthetic(40, 1)), ("test", synthetic(24, 2))):
+        _write(data / f"{name}.jsonl", records)
+    _eval(f"data.root={data}", "data.folds=0", f"output_dir={tmp / 'run'}", f"eval.export={tmp / 'export'}")
+    rows = [{"id": r["id"], "source": r["source"], "response": r["response"]} for r in synthetic(24, 2)]
+    return tmp / "export", rows
+
+
+class Server:
+    def __init__(self, export, *args: str, env: dict | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen([sys.executable, "-m", "eval.serve", str(export), "--port", str(self.port), *args],
+                                     cwd=REPO, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        deadline = time.time() + 120
+        while True:
+            assert self.proc.poll() is None and time.time() < deadline, self.stop()
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.2)
+
+    def post(self, payload, **kw) -> httpx.Response:
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        return httpx.post(f"{self.url}/v1/annotate", content=body, timeout=60,
+                          headers={"content-type": "application/json", **kw.pop("headers", {})}, **kw)
+
+    def stop(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        out, _ = self.proc.communicate(timeout=60)
+        return out
+
+
+@pytest.fixture(scope="module")
+def server(export):
+    s = Server(export[0], "--max-rows", "32", "--max-body-bytes", "200000")
+    yield s
+    s.stop()
+
+
+def test_the_api_answers_the_commands_rows_for_the_same_rows(server, export, tmp_path):
+    path, rows = export
+    command = _annotate(path, rows, tmp_path / "out.jsonl")
+    answered = server.post(rows)
+    assert answered.status_code == 200, answered.text
+    assert answered.json() == command
+    one = server.post(rows[3])                                        # a single row: a single row back
+    assert one.status_code == 200 and one.json() == command[3]
+    unnamed = server.post([{k: v for k, v in r.items() if k != "id"} for r in rows[:2]]).json()
+    assert [u["id"] for u in unnamed] == ["r0", "r1"] and unnamed[1]["spans"] == command[1]["spans"]
+    lettuce = server.post({"context": [rows[1]["source"]], "question": "What does the museum hold?",
+                           "answer": rows[1]["response"]}).json()      # LettuceDetect's request shape
+    assert lettuce["spans"] == command[1]["spans"] and lettuce["label"] == command[1]["label"]
+    assert any(c["label"] == "hallucinated" for c in command) and any(c["label"] == "faithful" for c in command)
+
+
+def test_the_page_and_the_description_are_served(server):
+    page = httpx.get(f"{server.url}/")
+    assert page.status_code == 200 and 'id="annotate"' in page.text and "http" not in page.text.split("<script>")[1]
+    described = httpx.get(f"{server.url}/v1/annotator").json()
+    assert described["annotator"]["method"] == "grounding" and described["annotator"]["scorer"] == "spans"
+    assert httpx.get(f"{server.url}/openapi.json").json()["paths"]["/v1/annotate"]["post"]
+
+
+def test_concurrent_requests_are_batched_and_each_gets_its_own_rows(server, export):
+    _, rows = export
+    alone = {r["id"]: server.post(r).json() for r in rows[:6]}
+    answers = [None] * 6
+
+    def ask(i: int) -> None:
+        answers[i] = server.post(rows[i]).json()
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert answers == [alone[r["id"]] for r in rows[:6]]
+
+
+@pytest.mark.parametrize("body, status, said", [
+    (b'{"source": "a", "response": ', 422, "malformed JSON"),
+    (json.dumps({"source": "The museum opened."}).encode(), 422, "row 1, field 'response'"),
+    (json.dumps([{"source": "a", "response": "b"}, {"response": "b"}]).encode(), 422, "row 2, field 'source'"),
+    (json.dumps([]).encode(), 422, "non-empty list"),
+    (json.dumps([{"source": "a", "response": "b"}] * 33).encode(), 413, "33 rows, over the limit of 32"),
+    (json.dumps({"source": "x" * 250_000, "response": "b"}).encode(), 413, "over the limit of 200,000"),
+])
+def test_bad_input_gets_its_status_and_the_server_serves_the_next_request(server, export, body, status, said):
+    answered = server.post(body)
+    assert answered.status_code == status and said in answered.json()["detail"], answered.text
+    assert server.post(export[1][0]).status_code == 200
+
+
+def test_a_full_queue_answers_503_with_retry_after(export):
+    s = Server(export[0], "--max-queued-rows", "2")
+    try:
+        full = s.post(export[1][:3])
+        assert full.status_code == 503 and full.headers["retry-after"] == "1" and "--max-queued-rows" in full.text
+        assert s.post(export[1][:2]).status_code == 200
+    finally:
+        s.stop()
+
+
+def test_the_bearer_token_is_required_and_never_logged(export):
+    key = "sk-serve-" + os.urandom(8).hex()
+    s = Server(export[0], "--api-key-env", "SERVE_TEST_KEY", env={"SERVE_TEST_KEY": key})
+    try:
+        assert s.post(export[1][0]).status_code == 401
+        assert s.post(export[1][0], headers={"authorization": "Bearer wrong"}).status_code == 401
+        assert s.post(export[1][0], headers={"authorization": f"Bearer {key}"}).status_code == 200
+        assert httpx.get(f"{s.url}/health").status_code == 200                # health needs no key
+        described = httpx.get(f"{s.url}/v1/annotator", headers={"authorization": f"Bearer {key}"}).json()
+        assert described["annotator"]["method"] == "grounding"
+    finally:
+        log = s.stop()
+    assert key not in log and "401" in log
+
+
+def test_sigterm_finishes_the_request_in_flight_then_exits(export):
+    s = Server(export[0], "--batch-window-ms", "1500")           # the request waits 1.5 s for others to join
+    answered = {}
+    asking = threading.Thread(target=lambda: answered.update(r=s.post(export[1][:4])))
+    asking.start()
+    time.sleep(0.5)
+    s.proc.send_signal(signal.SIGTERM)
+    asking.join(timeout=60)
+    assert answered["r"].status_code == 200 and len(answered["r"].json()) == 4
+    assert s.proc.wait(timeout=60) == 0
