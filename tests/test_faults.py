@@ -40,6 +40,7 @@ def _worker(launcher: subprocess.Popen, rank: int) -> psutil.Process:
 
 
 @pytest.mark.slow
+@pytest.mark.over_budget("a 2-rank job with a rank killed mid-stage, then its resume to the end")
 def test_killed_rank_ends_the_job_and_resume_continues(tmp_path):
     out = tmp_path / "run"
     job = _launch(BASE + LONG_STAGE + [f"output_dir={out}"])
