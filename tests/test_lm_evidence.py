@@ -56,7 +56,6 @@ def test_a_torn_cache_line_is_read_past_and_the_record_read_again(tmp_path):
 
 
 @needs_smollm2
-@pytest.mark.over_budget("SmolLM2 reads 48 records with and without their source inside a 3-fold eval run")
 def test_eval_run_cross_validates_grounding_with_the_lm_features(tmp_path):
     out = tmp_path / "run"
     done = cross_validate(tmp_path, synthetic(48, 0), f"eval.grounding.lm={SMOLLM2}",
