@@ -109,10 +109,17 @@ def main() -> None:
 
 
 def _minilm_spans(directory: Path) -> str:
+    """MiniLM with an untrained span head, saved with the head's weights: every process that loads the
+    export then reads the same head (a head left out of the files would be drawn anew in each)."""
+    import torch
+
+    from models.annotator import hf_model, load_annotator
     from models.builders import resolve_model_path
     from models.export_spec import AnnotatorSpec
 
     shutil.copytree(resolve_model_path("embedded:minilm"), directory)
+    torch.manual_seed(0)
+    hf_model(load_annotator(str(directory), "spans")).save_pretrained(directory)
     AnnotatorSpec("spans", "binary", "prompt_e", 0, "spans", "en", 512, 0, ["faithful", "hallucinated"],
                   threshold=0.5).save(directory)
     return str(directory)
