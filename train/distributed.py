@@ -90,6 +90,8 @@ def init_distributed(sp_sizes: int | list[int] = 1, timeout_s: int = 1800, verbo
     with held_stdout(verbose):
         import deepspeed
 
+        if not cuda:
+            _skip_the_shared_memory_all_reduce()
         deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo", timeout=timedelta(seconds=timeout_s),
                                    init_method=_init_method())
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
@@ -131,6 +133,15 @@ def join_gloo_group(rank: int, world: int, port: int) -> None:
     `init_distributed`). Leave it with `teardown()`."""
     _import_before_any_group()
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+
+
+def _skip_the_shared_memory_all_reduce() -> None:
+    """DeepSpeed's CPU backend compiles a shared-memory all-reduce when it joins the group (70 s on a
+    2-core machine, on the first run under a HOME) that only its tensor-parallel inference calls; training
+    here reduces through gloo. DeepSpeed builds only the ops its compatibility table allows."""
+    import deepspeed.ops
+
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
 
 
 def _import_before_any_group() -> None:

@@ -1,6 +1,7 @@
 """DeepSpeed engines: config, model creation (partitioned under ZeRO-3), export."""
 from __future__ import annotations
 
+import functools
 import math
 import os
 import shutil
@@ -121,6 +122,7 @@ def build_engine(cfg: SFTConfig, weights_dir: str, world_size: int, lr: float, t
         [p for p in model.parameters() if p.requires_grad], **_adam_params(cfg.optim, lr), fused=cfg.optim.fused)
     warmup = int(cfg.optim.warmup_ratio * total_steps)
     schedule = lr_lambda(cfg.optim.scheduler, total_steps, warmup)
+    _ask_for_the_cpu_once()
     engine, *_ = deepspeed.initialize(
         model=model, optimizer=optimizer, model_parameters=model.parameters(), config=config,
         lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, schedule))
@@ -129,6 +131,16 @@ def build_engine(cfg: SFTConfig, weights_dir: str, world_size: int, lr: float, t
         # would only copy every gradient into a flat buffer and back (7% of a SmolLM2 step at 512 tokens on CPU)
         engine.enable_backward_allreduce = False
     return engine
+
+
+def _ask_for_the_cpu_once() -> None:
+    """DeepSpeed's op builder asks py-cpuinfo three times which CPU it compiles the CPU Adam optimizer for,
+    and each answer starts a Python subprocess (1.2 s on a 2-core machine, on every rank of every launch).
+    The CPU does not change while a process runs: the first answer is kept."""
+    import cpuinfo
+
+    if not hasattr(cpuinfo.get_cpu_info, "cache_info"):
+        cpuinfo.get_cpu_info = functools.cache(cpuinfo.get_cpu_info)
 
 
 def enable_checkpointing(hf) -> None:
