@@ -4,6 +4,9 @@
                         `documents`, `response`, `question`?, `id`?; LettuceDetect's `context` and
                         `answer` are read as `documents` and `response`); answers the rows
                         `hallu annotate` writes, one per row, in order (a list for a list)
+    POST /v1/report     {"name", "rows", "outputs"}: what `hallu annotate` writes beside its output for
+                        those rows (the summary's markdown, the score histogram as a PNG data URL, the
+                        page of highlighted rows); the page's file upload asks for it
     GET  /v1/annotator  the export's annotator.json and its model card's metadata
     GET  /health        {"status": "ok"} once the model is loaded
     GET  /              a page: paste a source and an answer, see the flagged spans highlighted
@@ -23,11 +26,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import itertools
 import json
 import os
 import secrets
 import signal
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
@@ -41,6 +46,8 @@ except ImportError as missing:            # an install without the serve extra
     raise SystemExit(f"hallu serve needs FastAPI and uvicorn ({missing}): pip install -e '.[serve]'") from None
 
 from eval.annotate import Annotator, row_problem
+from eval.reports.annotation_page import write_annotated_page
+from eval.reports.annotation_summary import write_summary
 
 PAGE = Path(__file__).parent / "reports" / "serve_page.html"      # every asset inline: no CDN, works offline
 
@@ -106,6 +113,45 @@ def parse_rows(body: bytes, limits: ServeLimits) -> tuple[list[dict], bool]:
             where = f"row {i + 1}" + (f", field '{problem[1]}'" if problem[1] else "")
             raise BadRequest(422, f"{where}: {problem[0]}")
     return rows, single
+
+
+def parse_report_request(body: bytes, limits: ServeLimits) -> tuple[str, list[dict], list[dict]]:
+    """The file's name, its input rows and the rows /v1/annotate answered for them, checked."""
+    if len(body) > limits.max_body_bytes:
+        raise BadRequest(413, f"the body is {len(body):,} bytes, over the limit of {limits.max_body_bytes:,} "
+                              "(--max-body-bytes)")
+    try:
+        payload = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BadRequest(422, f"malformed JSON: {e}") from None
+    if not isinstance(payload, dict):
+        raise BadRequest(422, 'expected {"name": ..., "rows": [...], "outputs": [...]}')
+    rows, outputs = payload.get("rows"), payload.get("outputs")
+    for key, value in (("rows", rows), ("outputs", outputs)):
+        if not isinstance(value, list) or not value or not all(isinstance(r, dict) for r in value):
+            raise BadRequest(422, f"field '{key}': expected a non-empty list of objects")
+    if len(rows) != len(outputs):
+        raise BadRequest(422, f"{len(outputs):,} outputs for {len(rows):,} rows: expected one output a row")
+    for i, (row, out) in enumerate(zip(rows, outputs)):
+        response = row.get("response", row.get("answer"))
+        spans = out.get("spans")
+        if not isinstance(response, str) or not isinstance(spans, list) or not all(
+                isinstance(s, dict) and isinstance(s.get("start"), int) and isinstance(s.get("end"), int)
+                and 0 <= s["start"] <= s["end"] <= len(response) for s in spans):
+            raise BadRequest(422, f"row {i + 1}: expected a 'response' and its output's 'spans' with offsets into it")
+    name = Path(str(payload.get("name") or "annotated.jsonl")).name
+    return name, [as_input_row(r) for r in rows], outputs
+
+
+def file_report(name: str, rows: list[dict], outputs: list[dict], threshold: float | None) -> dict:
+    """What `hallu annotate` writes beside `name` for these rows, made by the command's own code."""
+    with tempfile.TemporaryDirectory() as tmp:
+        output = Path(tmp) / name
+        summary = write_summary(output, rows, outputs, threshold)
+        page = write_annotated_page(output, rows, outputs).read_text(encoding="utf-8")
+        png = output.with_name(output.name + ".scores.png")
+        histogram = ("data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()) if png.exists() else None
+    return {"name": name, "summary": summary, "histogram": histogram, "page": page}
 
 
 @dataclass
@@ -215,6 +261,12 @@ def build_app(annotator: Annotator, export: Path, limits: ServeLimits = ServeLim
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> str:
         return PAGE.read_text(encoding="utf-8")
+
+    @app.post("/v1/report")
+    async def report(request: Request) -> dict:
+        name, rows, outputs = parse_report_request(await request.body(), limits)
+        return await asyncio.get_running_loop().run_in_executor(      # matplotlib: on the one model thread
+            batcher.model_thread, file_report, name, rows, outputs, annotator.spec.threshold)
 
     @app.get("/health")
     async def health() -> dict:

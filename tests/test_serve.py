@@ -3,6 +3,7 @@ each class of bad input with its status and a message while serving the next req
 token it was given (and never logs it), and finishes a request in flight when it is told to stop."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -153,3 +154,111 @@ def test_sigterm_finishes_the_request_in_flight_then_exits(export):
     asking.join(timeout=60)
     assert answered["r"].status_code == 200 and len(answered["r"].json()) == 4
     assert s.proc.wait(timeout=60) == 0
+
+
+def test_the_report_of_a_file_is_what_the_command_writes_beside_its_output(server, export, tmp_path):
+    path, rows = export
+    command = _annotate(path, rows, tmp_path / "rows.annotated.jsonl")
+    report = httpx.post(f"{server.url}/v1/report", timeout=60,
+                        json={"name": "rows.annotated.jsonl", "rows": rows, "outputs": command}).json()
+    assert report["summary"] == (tmp_path / "rows.annotated.jsonl.summary.md").read_text()
+    assert report["page"] == (tmp_path / "rows.annotated.jsonl.html").read_text()
+    assert report["histogram"].startswith("data:image/png;base64,")
+    mismatched = httpx.post(f"{server.url}/v1/report", json={"rows": rows, "outputs": command[:-1]})
+    assert mismatched.status_code == 422 and "outputs for" in mismatched.json()["detail"]
+    outside = [dict(command[0], spans=[{"start": 0, "end": len(rows[0]["response"]) + 5}])]
+    refused = httpx.post(f"{server.url}/v1/report", json={"rows": rows[:1], "outputs": outside})
+    assert refused.status_code == 422 and "row 1" in refused.json()["detail"]
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """Debian's Chromium, headless, driven by Selenium through Debian's chromedriver."""
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extra has it)")
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and driver):
+        pytest.skip("Debian's chromium and chromium-driver are not installed (the README's apt-get line installs them)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1100,1400"):
+        options.add_argument(arg)
+    b = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver))
+    yield b
+    b.quit()
+
+
+def _marks(browser, within: str) -> list[tuple[int, int, str]]:
+    from selenium.webdriver.common.by import By
+
+    return [(int(m.get_attribute("data-start")), int(m.get_attribute("data-end")), m.get_attribute("textContent"))
+            for m in browser.find_elements(By.CSS_SELECTOR, f"{within} mark")]
+
+
+def _spans(out: dict) -> list[tuple[int, int, str]]:
+    return [(s["start"], s["end"], s["text"]) for s in sorted(out["spans"], key=lambda s: s["start"])]
+
+
+def test_a_person_pastes_a_row_and_sees_the_apis_spans_highlighted(server, export, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    row = next(r for r in export[1] if server.post(r).json()["spans"])
+    api = server.post({"source": row["source"], "response": row["response"]}).json()
+    browser.get(f"{server.url}/")
+    browser.find_element(By.ID, "source").send_keys(row["source"])
+    browser.find_element(By.ID, "response").send_keys(row["response"])
+    browser.find_element(By.ID, "annotate").click()
+    WebDriverWait(browser, 60).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#answer mark"))
+    assert _marks(browser, "#answer") == _spans(api)
+    assert browser.find_element(By.ID, "verdict").text.startswith(f"{api['label']}, score {api['score']:.3f}")
+    hover = "probability" if "prob" in api["spans"][0] else "flagged"         # grounding spans carry no probability
+    assert hover in browser.find_element(By.CSS_SELECTOR, "#answer mark").get_attribute("title")
+    assert "grounding" in browser.find_element(By.ID, "about").text and not browser.find_element(By.ID, "error").text
+    browser.save_screenshot(str(tmp_path / "serve_page.png"))
+    assert (tmp_path / "serve_page.png").stat().st_size > 10_000
+
+
+def test_a_person_uploads_a_file_and_downloads_the_commands_rows_and_summary(server, export, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    path, rows = export
+    command = _annotate(path, rows, tmp_path / "rows.annotated.jsonl")
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    browser.get(f"{server.url}/")
+    browser.find_element(By.ID, "file").send_keys(str(tmp_path / "rows.jsonl"))
+    browser.find_element(By.ID, "annotate-file").click()
+    WebDriverWait(browser, 120).until(lambda b: b.find_element(By.ID, "downloads").is_displayed()
+                                      or b.find_element(By.ID, "file-error").text)
+    assert not browser.find_element(By.ID, "file-error").text
+    fetch = ("const done = arguments[arguments.length - 1];"
+             "fetch(document.getElementById(arguments[0]).href).then((r) => r.text()).then(done);")
+    annotated = browser.execute_async_script(fetch, "dl-jsonl")
+    assert [json.loads(line) for line in annotated.splitlines()] == command
+    summary = (tmp_path / "rows.annotated.jsonl.summary.md").read_text()
+    assert browser.execute_async_script(fetch, "dl-summary") == summary
+    assert browser.find_element(By.ID, "dl-jsonl").get_attribute("download") == "rows.annotated.jsonl"
+    assert browser.execute_script("return document.getElementById('histogram').naturalWidth") > 100
+    (tmp_path / "bad.jsonl").write_text(json.dumps(rows[0]) + "\n{not json\n")
+    browser.find_element(By.ID, "file").send_keys(str(tmp_path / "bad.jsonl"))
+    browser.find_element(By.ID, "annotate-file").click()
+    WebDriverWait(browser, 30).until(lambda b: b.find_element(By.ID, "file-error").text)
+    assert "bad.jsonl, line 2: not a JSON row" in browser.find_element(By.ID, "file-error").text
+
+
+def test_the_static_report_highlights_every_rows_spans_and_filters_the_flagged(export, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    path, rows = export
+    command = _annotate(path, rows, tmp_path / "out.jsonl")
+    browser.get((tmp_path / "out.jsonl.html").as_uri())
+    shown = browser.find_elements(By.CSS_SELECTOR, ".row")
+    assert len(shown) == len(command)
+    for element, out in zip(shown, command):
+        marks = [(int(m.get_attribute("data-start")), int(m.get_attribute("data-end")), m.get_attribute("textContent"))
+                 for m in element.find_elements(By.CSS_SELECTOR, "mark")]
+        assert marks == _spans(out)
+    browser.find_element(By.ID, "only").click()
+    flagged = sum(o["label"] == "hallucinated" or bool(o["spans"]) for o in command)
+    assert 0 < flagged < len(command)
+    assert sum(e.is_displayed() for e in browser.find_elements(By.CSS_SELECTOR, ".row")) == flagged
