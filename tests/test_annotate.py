@@ -12,6 +12,7 @@ from eval.annotate import Annotator
 from eval.scorers.scoring import scorer
 from models.export_spec import PIPELINE_TAGS, SPEC_FILE, AnnotatorSpec, ExportError, write_model_card
 from tests.conftest import REPO, torchrun
+from tests.served import served_rows
 from tests.snippets import card_snippet
 from tests.tolerance import SCORE_ATOL, assert_same_annotations
 
@@ -136,12 +137,13 @@ def default_annotations(trained, tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("setting", [*(f"batches_of_{n}" for n in OTHER_BATCHES), "avx2_kernels"])
+@pytest.mark.parametrize("setting", [*(f"batches_of_{n}" for n in OTHER_BATCHES), "avx2_kernels", "served"])
 def test_another_batch_or_kernel_setting_gives_the_same_annotations_within_tolerance(trained, default_annotations,
                                                                                       tmp_path, setting):
     """The contract across settings (docs/design.md): labels, spans and generated text equal, scores
     within SCORE_ATOL; a label may differ only for a score that close to the decision threshold. A
-    generative annotator's greedy answers are the same text in a batch of 32 padded prompts as alone."""
+    generative annotator's greedy answers are the same text in a batch of 32 padded prompts as alone.
+    `hallu serve` answers within the same contract."""
     run, _ = trained
     rows, a = default_annotations
     export = run.joinpath(*EXPORT)
@@ -149,6 +151,8 @@ def test_another_batch_or_kernel_setting_gives_the_same_annotations_within_toler
         proc = _annotate(export, rows, tmp_path / "b.jsonl", env={"ATEN_CPU_CAPABILITY": "avx2"})
         assert proc.returncode == 0, proc.stderr[-3000:]
         b = [json.loads(x) for x in (tmp_path / "b.jsonl").read_text().splitlines()]
+    elif setting == "served":           # `hallu serve`: the 12 rows in one request, batched by the server
+        b = served_rows(export, [json.loads(x) for x in rows.read_text(encoding="utf-8").splitlines()])
     else:
         batch = int(setting.rsplit("_", 1)[1])
         annotator = Annotator.load(export, batch_size=batch, batch_tokens=10_000_000)

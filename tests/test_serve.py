@@ -5,15 +5,13 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
 
 import httpx
 import pytest
 
-from tests.conftest import REPO, free_port
+from tests.served import Server
 from tests.test_grounding import synthetic
 from tests.test_grounding_export import _annotate, _eval, _write
 
@@ -28,34 +26,6 @@ def export(tmp_path_factory):
     _eval(f"data.root={data}", "data.folds=0", f"output_dir={tmp / 'run'}", f"eval.export={tmp / 'export'}")
     rows = [{"id": r["id"], "source": r["source"], "response": r["response"]} for r in synthetic(24, 2)]
     return tmp / "export", rows
-
-
-class Server:
-    def __init__(self, export, *args: str, env: dict | None = None):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen([sys.executable, "-m", "eval.serve", str(export), "--port", str(self.port), *args],
-                                     cwd=REPO, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
-        deadline = time.time() + 120
-        while True:
-            assert self.proc.poll() is None and time.time() < deadline, self.stop()
-            try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.2)
-
-    def post(self, payload, **kw) -> httpx.Response:
-        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        return httpx.post(f"{self.url}/v1/annotate", content=body, timeout=60,
-                          headers={"content-type": "application/json", **kw.pop("headers", {})}, **kw)
-
-    def stop(self) -> str:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        out, _ = self.proc.communicate(timeout=60)
-        return out
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from eval.thresholds import flagged_spans
 from models.builders import load_tokenizer, resolve_model_path
 from models.export_spec import AnnotatorSpec
 from tests.conftest import REPO, shared_data, torchrun
+from tests.served import served_rows
 from tests.snippets import card_snippet
 from tests.test_cross_validation import _records
 from tests.test_trainer_e2e import SMALL, _ok
@@ -163,6 +164,7 @@ def test_minilm_span_annotator_trains_evaluates_exports_and_annotates(tmp_path):
         assert all(response[s["start"]:s["end"]] == s["text"] for s in row["spans"])
         assert bool(row["spans"]) == (row["label"] == "hallucinated")
     _summary_written(annotate.stdout, tmp_path / "out.jsonl", out)
+    assert_same_annotations(out, served_rows(hf, rows), AnnotatorSpec.load(hf).threshold)     # `hallu serve`
     annotator = Annotator.load(hf)
     _predict_agrees_with_the_command(annotator, rows, out)
     _the_cards_snippet_agrees_with_the_annotator(hf, annotator, rows)

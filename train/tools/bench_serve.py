@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import signal
@@ -30,24 +29,11 @@ from pathlib import Path
 import httpx
 
 from eval.annotate import Annotator
+from eval.tolerance import within_tolerance
 from train.distributed import free_port
 from train.tools.bench import ONE_WINDOW_SOURCE_CHARS, ragtruth_sized_rows
 
 REPO = Path(__file__).resolve().parents[2]
-SCORE_ATOL = 1e-5
-
-
-def same_row(a, b) -> bool:
-    """Equal but for floats within SCORE_ATOL (the tolerance contract)."""
-    if isinstance(a, float) or isinstance(b, float):
-        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, abs_tol=SCORE_ATOL)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(map(same_row, a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same_row(a[k], b[k]) for k in a)
-    return a == b
-
-
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -159,7 +145,7 @@ def measure(export: str, rows: list[dict], clients: int, threads: int, one_windo
     print("|---|---|---|---|---|")
     print(f"| in process, as `hallu annotate` | {command_rate:.1f} | - | - | - |")
     for name, run in runs.items():
-        bad = sum(a is None or not same_row(a, r) for a, r in zip(run.pop("answers"), reference))
+        bad = sum(a is None or not within_tolerance(a, r) for a, r in zip(run.pop("answers"), reference))
         result[name] = run | {"lost_or_changed": bad}
         print(f"| served, {name.replace('_', ' ')} | {run['rows_per_s']:.1f} | {run['p50_ms']:.0f} | "
               f"{run['p95_ms']:.0f} | {bad} |")
