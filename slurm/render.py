@@ -48,7 +48,7 @@ def train_memory(cfg: SFTConfig) -> str:
     """`slurm.mem`, else what the memory plan asks per node (it reads model.name_or_path's config.json)."""
     if cfg.slurm.mem:
         return cfg.slurm.mem
-    from train.tools.plan import host_request_gb, layout, run_model_shape
+    from train.memory_plan import host_request_gb, layout, run_model_shape
 
     try:
         shape = run_model_shape(cfg.model, cfg.task)

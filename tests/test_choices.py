@@ -68,8 +68,8 @@ def test_registries_hold_exactly_the_members_of_their_set():
     from eval.scorers.scoring import SCORERS
     from models.attention.hf_ring import IMPLEMENTATIONS
     from models.attention.kernels import KERNELS
+    from train.memory_plan import GPU_MEMORY_GB
     from train.sequence_parallel import SP_MODES
-    from train.tools.plan import GPU_MEMORY_GB
 
     values = lambda enum: {m.value for m in enum}  # noqa: E731
     assert set(SOURCES) == values(choices.DataSource)

@@ -12,7 +12,7 @@ from data_builders.records import write_jsonl
 from slurm.render import train_script
 from tests.conftest import REPO
 from train.data import check_run_config
-from train.tools.plan import make_plan, planned_world_size
+from train.memory_plan import make_plan, planned_world_size
 
 EXPERIMENTS = sorted(p.stem for p in (REPO / "configs" / "exp").glob("*.yaml"))
 RECORD = {"id": "r1", "task": "summarization", "language": "zh", "source": "原文。", "response": "摘要。", "label": 0}

@@ -78,6 +78,21 @@ def test_a_planted_violation_is_named():
                                                                     "data_builders.records"]
 
 
+def command_importers(files: list[tuple[str, str]]) -> list[str]:
+    """Imports of train/tools (commands: the memory plan's, benchmarks, checks) by modules outside it."""
+    return sorted({f"{path}:{line} imports {module}" for path, text in files if not path.startswith("train/tools/")
+                   for line, module in _modules(text) if module == "train.tools" or module.startswith("train.tools.")})
+
+
+def test_no_module_imports_a_command_of_train_tools():
+    files = [(str(p.relative_to(REPO)), p.read_text(encoding="utf-8"))
+             for floor in FLOORS for p in sorted((REPO / floor).rglob("*.py"))]
+    assert not command_importers(files)
+    planted = [("slurm/render.py", "def f():\n    from train.tools.plan import layout\n")]
+    assert command_importers(planted) == ["slurm/render.py:2 imports train.tools.plan",
+                                          "slurm/render.py:2 imports train.tools.plan.layout"]
+
+
 def test_every_sub_package_says_in_one_line_what_lives_there():
     for init in sorted(REPO.glob("*/*/__init__.py")) + sorted(REPO.glob("*/*/*/__init__.py")):
         if init.parts[-3] in ("tests", ".venv") or "prompt_texts" in init.parts or ".venv" in init.parts:

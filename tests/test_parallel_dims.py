@@ -11,8 +11,8 @@ import configs.schema  # noqa: F401
 from configs.schema import typed
 from slurm.render import train_script
 from tests.conftest import REPO
+from train.memory_plan import layout, planned_world_size
 from train.parallel_dims import job_world_size, procs_per_node
-from train.tools.plan import layout, planned_world_size
 
 # ids that are not the `gpu` marker's keyword (tests/conftest.py skips items carrying it without CUDA)
 JOBS = {"two_nodes_of_8": ["slurm.nodes=2", "slurm.gpus_per_node=8"],

@@ -1,4 +1,5 @@
-"""The GPU memory plan (train/tools/plan.py): parameter counts from the real architecture class on the
+"""The GPU memory plan (train/memory_plan.py; its command, train/tools/plan.py): parameter counts from the real
+architecture class on the
 meta device, its activation / ring / logits terms against measured CPU peaks of the tiny model,
 the CLI, and the trainer's refusal of a run far over its GPU."""
 import subprocess
@@ -8,7 +9,7 @@ import pytest
 
 from models.builders import resolve_model_path
 from tests.conftest import REPO
-from train.tools.plan import GB, Layout, MemoryPlanError, check_before_training, model_shape, stage_terms
+from train.memory_plan import GB, Layout, MemoryPlanError, check_before_training, model_shape, stage_terms
 
 CPU_STEP = Layout(world=2, ranks_per_node=2, zero_stage=0, offload_param=False, offload_optimizer=False,
                   gradient_checkpointing=False, generative=True, chunk_tokens=1024)

@@ -9,7 +9,7 @@ import configs.schema  # noqa: F401
 from configs.schema import typed
 from slurm.render import checkpoint_name, eval_script, job_overrides, train_script
 from tests.conftest import REPO
-from train.tools.plan import GB, host_bytes_per_node, host_request_gb, layout, model_shape
+from train.memory_plan import GB, host_bytes_per_node, host_request_gb, layout, model_shape
 
 
 def _cfg(overrides):

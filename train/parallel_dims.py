@@ -2,7 +2,7 @@
 groups and data-parallel replicas (pure arithmetic; the one home of both).
 
 `job_world_size` is the world size of a SLURM job as rendered (`slurm/render.py`) and planned
-(`train.tools.plan`); a launched process reads its own from torchrun (`launched_world_size`). Ranks form
+(`train/memory_plan.py`); a launched process reads its own from torchrun (`launched_world_size`). Ranks form
 SP groups of `sp_size` consecutive ranks; data parallelism runs across groups. `configs.schema.stage_sp_size`
 is the one reader of the configured degrees (a curriculum stage's own `sp_size`, else `parallel.sp_size`).
 """

@@ -45,8 +45,8 @@ def check_memory_plan(cfg: SFTConfig) -> None:
 
     if not torch.cuda.is_available():
         return
+    from train.memory_plan import check_before_training
     from train.parallel_dims import launched_world_size
-    from train.tools.plan import check_before_training
 
     over = check_before_training(cfg, launched_world_size(),
                                  torch.cuda.get_device_properties(0).total_memory)

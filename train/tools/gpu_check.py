@@ -171,7 +171,7 @@ def planned_step_bytes(shape: dict, tokens: int, chunk: int) -> dict:
 
     from transformers import Qwen3Config
 
-    from train.tools.plan import Layout, model_shape, stage_terms
+    from train.memory_plan import Layout, model_shape, stage_terms
 
     with tempfile.TemporaryDirectory() as d:
         Qwen3Config(**shape).save_pretrained(d)
