@@ -13,9 +13,16 @@ from pathlib import Path
 
 from configs.choices import DataSource
 from configs.schema import DataConfig
+from data_builders.folds import check_folds_config
+from data_builders.importers.longnovel_released import check_released, import_released, import_report
+from data_builders.mixture import mix_records
 from data_builders.model_inputs.collate import encode_sample
+from data_builders.model_inputs.prompts import SENTENCE_CHECK
 from data_builders.records import read_records
 from data_builders.sample_cache import encoded_samples
+from data_builders.synthetic.anah_sample import build_anah_sample
+from data_builders.synthetic.length_extension import BuildReport, build_longnovel
+from data_builders.synthetic.novel_corpus import generate_corpus
 
 ALL = "all"   # a stage or evaluation bucket that takes every record, whatever its length bucket
 UNION = "+"   # "S+M": the records of several length buckets
@@ -65,15 +72,10 @@ def length_template(template: str) -> str:
     """The prompt whose token count puts a record in its length bucket: a sentence-level task
     (`sentence_check`) counts the whole-document prompt, so that S / M / L hold the same records
     whichever annotator reads them."""
-    from data_builders.model_inputs.prompts import SENTENCE_CHECK
-
     return "prompt_e" if template == SENTENCE_CHECK else template
 
 
 def _embedded(data: DataConfig, want: DataRequest, tokenizer) -> tuple[dict[str, list[dict]], str]:
-    from data_builders.synthetic.length_extension import BuildReport, build_longnovel
-    from data_builders.synthetic.novel_corpus import generate_corpus
-
     c = data.corpus
     units = generate_corpus(c.n_books, c.units_per_book, (c.unit_chars_min, c.unit_chars_max), c.seed,
                             str(c.language))
@@ -85,9 +87,6 @@ def _embedded(data: DataConfig, want: DataRequest, tokenizer) -> tuple[dict[str,
 
 
 def _anah_embedded(data: DataConfig, want: DataRequest, tokenizer) -> tuple[dict[str, list[dict]], str]:
-    from data_builders.synthetic.anah_sample import build_anah_sample
-    from data_builders.synthetic.novel_corpus import generate_corpus
-
     c = data.corpus
     units = generate_corpus(c.n_books, c.units_per_book, (c.unit_chars_min, c.unit_chars_max), c.seed)
     out = build_anah_sample(units, c.test_books, c.seed)
@@ -100,8 +99,6 @@ def _records(data: DataConfig, want: DataRequest, tokenizer) -> tuple[dict[str, 
 
 
 def _released(data: DataConfig, want: DataRequest, tokenizer) -> tuple[dict[str, list[dict]], str]:
-    from data_builders.importers.longnovel_released import import_released, import_report
-
     root, template = Path(data.root), length_template(want.template)
     count = lambda records: rendered_lengths(records, tokenizer, template, data.num_proc)  # noqa: E731
     files = released_files(root)
@@ -119,8 +116,6 @@ def released_files(root: Path) -> dict[str, Path]:
 
 
 def _mixture(data: DataConfig, want: DataRequest, tokenizer) -> tuple[dict[str, list[dict]], str]:
-    from data_builders.mixture import mix_records
-
     return mix_records(data.mixture, want.seed)
 
 
@@ -148,8 +143,6 @@ def train_split(splits: dict[str, list[dict]], root: str | None, what: str) -> l
 
 
 def _check_released_file(path: Path) -> None:
-    from data_builders.importers.longnovel_released import check_released
-
     check_released(path)
 
 
@@ -179,8 +172,6 @@ def check_data_config(data: DataConfig) -> None:
     """What `data.source` needs, checked before anything is loaded and before any process group
     (every command that reads data): the directories, the split files, and every row of them."""
     if data.folds:
-        from data_builders.folds import check_folds_config
-
         return check_folds_config(data)    # each fold's directory is written by the run itself
     source = SOURCES[data.source]
     if source.needs_root:

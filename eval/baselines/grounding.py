@@ -34,8 +34,10 @@ import numpy as np
 from configs.choices import EvidenceUnit
 from configs.schema import GroundingConfig
 from data_builders.common.progress import progress
+from data_builders.folds import group_key, grouped_folds
 from data_builders.sentences import sentence_spans, unit_spans
 from eval.baselines.lm_evidence import LM_FEATURES, lm_reader
+from eval.thresholds import field_value, flagged_spans, is_hallucinated
 
 CJK = "\u3040-\u30ff\u3400-\u9fff"
 WORD = re.compile(rf"[^\W\d_{CJK}]+|\d+(?:[.,:]\d+)*|[{CJK}]")
@@ -152,7 +154,7 @@ def source_units(source: str, language: str) -> list[str]:
 
 
 def _ranker(embedder: str):
-    from data_builders.model_inputs.retrieval import EmbeddingRanker
+    from data_builders.model_inputs.retrieval import EmbeddingRanker  # torch and transformers: only with one
     from models.builders import EMBEDDED_PREFIX, resolve_model_path
 
     return EmbeddingRanker(resolve_model_path(embedder) if embedder.startswith(EMBEDDED_PREFIX) else embedder)
@@ -277,8 +279,6 @@ class GroundingModel:
         """The response threshold of a record: its group's (`eval.threshold_by`), else the overall one."""
         if not self.thresholds_by:
             return self.threshold
-        from eval.thresholds import field_value
-
         value = field_value(rec, self.thresholds_by["field"])
         return self.thresholds_by["values"].get(str(value), self.threshold)
 
@@ -306,8 +306,6 @@ class GroundingModel:
         return float(self.response.probability(response_row[None])[0]), per_unit
 
     def predict(self, rec: dict) -> dict:
-        from eval.thresholds import flagged_spans, is_hallucinated
-
         score, per_unit = self.scores(rec)
         threshold = self.threshold_of(rec)
         if self.response is None:
@@ -414,8 +412,6 @@ def choose_features(records: list[dict], config: GroundingConfig, by: str) -> tu
     candidate's AUC."""
     from sklearn.metrics import roc_auc_score
 
-    from data_builders.folds import group_key, grouped_folds
-
     folds = grouped_folds(records, min(config.choose_folds, len(set(map(group_key(by), records)))), by=by)
     labels = [int(r["label"]) for r in records]
     aucs = {}
@@ -433,8 +429,6 @@ def cross_fitted_scores(records: list[dict], config: GroundingConfig, by: str) -
     """Each record's `GroundingModel.scores` by a model fitted on the records of the other values of `by`
     (a record path: meta.domain). A leave-one-domain-out test part is a domain no model saw; a validation
     split drawn from the training domains is not, and its best threshold is not the test's."""
-    from eval.thresholds import field_value
-
     groups: dict[str, list[dict]] = {}
     for rec in records:
         value = field_value(rec, by)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -27,6 +28,32 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from hydra import compose, initialize_config_dir
+
+import configs.schema  # noqa: F401  (registers the schemas)
+from configs.schema import typed
+from data_builders.model_inputs.collate import encode_sample, pack_samples, padded_fraction, prompt_ids
+from data_builders.records import read_records, write_jsonl
+from data_builders.sources import build_records
+from data_builders.synthetic.length_extension import build_longnovel
+from data_builders.synthetic.novel_corpus import generate_corpus
+from eval.annotate import Annotator
+from eval.harness import data_request
+from eval.scorers.scoring import score_files
+from models.annotator import load_annotator
+from models.builders import dtype_choice, load_causal_lm, load_tokenizer, resolve_model_path, torch_dtype
+from models.export_spec import AnnotatorSpec
+from models.generate import greedy_batch, head_probs_batch
+from models.kinds import kind_of
+from train.data import plan_stage, stage_samples
+from train.distributed import free_port, init_distributed, teardown
+from train.engine import build_engine, release_engine
+from train.loop import StageContext, train_step
+from train.quiet import quiet_libraries
+from train.run_dir import read_train_log
+from train.tools.bench_loss import measure as bench_loss
+from train.tools.bench_loss import row as loss_row
+from train.tools.bench_sp import bench as bench_sp
 
 REPO = Path(__file__).resolve().parents[2]
 CORES = os.cpu_count() or 1
@@ -36,9 +63,6 @@ DEMO = ["+exp=longnovel_whole_source_demo", "parallel=none", "eval.enabled=false
 
 def _train(overrides: list[str], out: Path) -> list[dict]:
     """Our trainer, one process under torchrun, every core; the rows of its train_log."""
-    from train.distributed import free_port
-    from train.run_dir import read_train_log
-
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1", "--master_addr=127.0.0.1",
            f"--master_port={free_port()}", str(REPO / "train" / "sft.py"), *DEMO, *overrides, f"output_dir={out}"]
     env = {**os.environ, "OMP_NUM_THREADS": str(CORES), "WANDB_SILENT": "true"}
@@ -76,11 +100,6 @@ def _stages(steps: int, long_steps: int, lengths: tuple[int, ...] = TINY_LENGTHS
 
 
 def _compose(overrides: list[str]):
-    from hydra import compose, initialize_config_dir
-
-    import configs.schema  # noqa: F401  (registers the schemas)
-    from configs.schema import typed
-
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
         return typed(compose("sft", overrides=DEMO + overrides))
 
@@ -89,8 +108,6 @@ class PlainLoop:
     """The baseline: HF forward with labels (loss over every position), backward, AdamW step."""
 
     def __init__(self, path: str, lr: float):
-        from models.builders import load_causal_lm
-
         self.model = load_causal_lm(path, "float32", "sdpa")
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=lr)
 
@@ -111,11 +128,6 @@ def throughput(work: Path, steps: int, long_steps: int, model: str | None = None
     the embedded tiny model (the demo corpus is tokenised with its tokenizer); `evidence`
     ({max_seq_len: count}) replaces `lengths` with stages of summary sentences and that many evidence
     sentences."""
-    from data_builders.sources import build_records
-    from eval.harness import data_request
-    from models.builders import load_tokenizer, resolve_model_path
-    from train.distributed import init_distributed, teardown
-
     torch.set_num_threads(CORES)
     lengths = tuple(evidence) if evidence else lengths
     base = ["deepspeed=none", _stages(steps, long_steps, lengths), *([f"model.name_or_path={model}"] if model else [])]
@@ -138,10 +150,6 @@ def throughput(work: Path, steps: int, long_steps: int, model: str | None = None
 
 def _stage_throughput(cfg, path: str, tok, records: list[dict], stage, n: int, info, work: Path) -> dict:
     """One stage of `throughput`; its engine is released and every reference to it gone on return."""
-    from train.data import plan_stage, stage_samples
-    from train.engine import build_engine, release_engine
-    from train.loop import StageContext, train_step
-
     samples, _ = stage_samples(records, stage, tok, cfg.task, 1.0)
     plan = plan_stage(stage, len(samples), 1, 1, 1, cfg.trainer.seed, n)
     engine = build_engine(cfg, path, 1, cfg.optim.lr, plan.total_steps)
@@ -165,11 +173,6 @@ def _stage_throughput(cfg, path: str, tok, records: list[dict], stage, n: int, i
 def _data_dir(work: Path, books: int | None = None) -> Path:
     """Records of the demo corpus (S and M buckets; `books` of them, else the demo's), built once for the sections
     that need them."""
-    from data_builders.records import write_jsonl
-    from data_builders.sources import build_records
-    from eval.harness import data_request
-    from models.builders import load_tokenizer, resolve_model_path
-
     out = work / "data"
     if not (out / "train.jsonl").exists():
         cfg = _compose([_stages(1, 1), *([f"data.corpus.n_books={books}"] if books else [])])
@@ -190,10 +193,6 @@ def zero_offload(work: Path, steps: int) -> dict:
 
 def padding(data_dir: Path, micro_batch: int = 4, capacity: int = 8192) -> dict:
     """S-bucket samples in plan order: right-padded micro-batches vs packed rows."""
-    from data_builders.model_inputs.collate import encode_sample, pack_samples, padded_fraction
-    from data_builders.records import read_records
-    from models.builders import load_tokenizer, resolve_model_path
-
     tok = load_tokenizer(resolve_model_path("embedded:qwen3-tiny"))
     samples = [encode_sample(r, tok) for r in read_records(data_dir / "train.jsonl") if r["length_bucket"] == "S"]
     order = torch.randperm(len(samples), generator=torch.Generator().manual_seed(0)).tolist()
@@ -207,11 +206,6 @@ def padding(data_dir: Path, micro_batch: int = 4, capacity: int = 8192) -> dict:
 
 
 def data_and_scoring(n_scored: int = 10_000, books: int = 8) -> dict:
-    from data_builders.synthetic.length_extension import build_longnovel
-    from data_builders.synthetic.novel_corpus import generate_corpus
-    from eval.scorers.scoring import score_files
-    from models.builders import load_tokenizer, resolve_model_path
-
     tok = load_tokenizer(resolve_model_path("embedded:qwen3-tiny"))
     t0 = time.perf_counter()
     units = generate_corpus(books, 48, (1000, 1400), 0)
@@ -232,12 +226,6 @@ def data_and_scoring(n_scored: int = 10_000, books: int = 8) -> dict:
 
 
 def inference(data_dir: Path, n: int = 48, new_tokens: int = 64) -> dict:
-    from data_builders.model_inputs.collate import prompt_ids
-    from data_builders.records import read_records
-    from models.annotator import load_annotator
-    from models.builders import load_tokenizer, resolve_model_path
-    from models.generate import greedy_batch, head_probs_batch
-
     torch.set_num_threads(CORES)
     path = resolve_model_path("embedded:qwen3-tiny")
     tok = load_tokenizer(path)
@@ -264,14 +252,6 @@ def annotation(data_dir: Path, work: Path, n: int = 8, new_tokens: int = 64) -> 
     """`eval.annotate`'s rows/s on S-bucket (2k) records, sentence by sentence as the demos judge
     them: the embedded tiny model exported as a generative annotator (answers cut at `new_tokens`)
     and as a binary head (its head untrained: speed does not depend on the weights)."""
-    import shutil
-
-    from data_builders.records import read_records
-    from eval.annotate import Annotator
-    from models.builders import resolve_model_path
-    from models.export_spec import AnnotatorSpec
-    from models.kinds import kind_of
-
     torch.set_num_threads(CORES)
     rows = [{"id": r["id"], "source": r["source"], "response": r["response"]}
             for r in read_records(data_dir / "train.jsonl") if r["length_bucket"] == "S"][:n]
@@ -315,9 +295,6 @@ def product(work: Path, n_minilm: int = 64, n_smollm2: int = 8) -> dict:
     chunks) and on rows that fill one window, each in fp32 and in `dtype=bf16_if_native` (one run where that
     is fp32: no native bf16); SmolLM2-135M sentence by sentence against 6 evidence sentences on
     RAGTruth-sized rows. The heads are untrained: speed does not depend on the weights."""
-    from models.builders import dtype_choice, torch_dtype
-    from models.export_spec import AnnotatorSpec
-
     torch.set_num_threads(CORES)
     labels = ["faithful", "hallucinated"]
     minilm = AnnotatorSpec("spans", "binary", "prompt_e", 0, "spans", "en", 512, 0, labels, threshold=0.5)
@@ -338,11 +315,6 @@ def product(work: Path, n_minilm: int = 64, n_smollm2: int = 8) -> dict:
 
 def _rows_per_s(export: Path, base: str, spec, rows: list[dict], dtype: str) -> float:
     """`Annotator.annotate_rows` rows/s of `base` exported with `spec`, after a warm-up."""
-    import shutil
-
-    from eval.annotate import Annotator
-    from models.builders import resolve_model_path
-
     if not export.exists():
         shutil.copytree(resolve_model_path(base), export)
     spec.save(export)
@@ -416,8 +388,6 @@ def _product_rows(a: dict) -> list[str]:
 
 def table(r: dict) -> str:
     """The measured sections' rows, in the order the full run prints them."""
-    from train.tools.bench_loss import row as loss_row
-
     rows = {"throughput": lambda t: throughput_rows(t, r["model"]), "padding": _padding_rows,
             "sequence_parallel": _sp_rows, "loss_memory": lambda m: [loss_row(m)], "zero_offload": _zero_rows,
             "data": _data_rows, "inference": _inference_rows, "annotation": _annotation_rows,
@@ -465,9 +435,6 @@ QUICK = Sizes(steps=3, long_steps=2, lengths=TINY_LENGTHS[:1], books=4, scored=2
 
 def sections(work: Path, quick: bool) -> dict:
     """Every section of the full run, by name, in the order it runs them."""
-    from train.tools.bench_loss import measure as bench_loss
-    from train.tools.bench_sp import bench as bench_sp
-
     z = QUICK if quick else Sizes()
     return {"throughput": lambda: throughput(work, z.steps, z.long_steps, lengths=z.lengths),
             "padding": lambda: padding(_data_dir(work, z.books)),
@@ -510,8 +477,6 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4,
                         help="with --model: steps (the first is warm-up; a SmolLM2 step at 2k takes about 25 s)")
     args = parser.parse_args()
-    from train.quiet import quiet_libraries
-
     quiet_libraries(verbose=False)        # no weight-loading bars in a log file
     only = tuple(filter(None, args.only.split(",")))
     result = run_model(args.model, args.steps) if args.model else run(args.quick, only)

@@ -28,8 +28,14 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
 
+from models.attention.hf_ring import register
+from models.attention.kernels import CPUFlashKernel
+from models.attention.ring import ring_attention
+from models.builders import load_causal_lm, resolve_model_path
+from models.loss import token_loss_sum
 from train.distributed import free_port, join_gloo_group, teardown
 from train.host_memory import current_rss, peak_rss, reset_peak_rss, return_freed_memory
+from train.sequence_parallel import shard_batch
 
 MB = 2**20
 
@@ -73,13 +79,8 @@ def _timed(fn, warmup: int, repeat: int) -> float:
 
 
 def _measure_step(rank, world, group, length, repeat) -> dict:
-    from models.builders import load_causal_lm, resolve_model_path
-    from models.loss import token_loss_sum
-    from train.sequence_parallel import shard_batch
-
     return_freed_memory()                     # as the trainer does on CPU
     if world > 1:
-        from models.attention.hf_ring import register
         attn = register()
     else:
         attn = "sdpa"
@@ -113,9 +114,6 @@ def _measure_step(rank, world, group, length, repeat) -> dict:
 
 
 def _measure_attention(rank, world, group, length, repeat) -> dict:
-    from models.attention.kernels import CPUFlashKernel
-    from models.attention.ring import ring_attention
-
     gen = torch.Generator().manual_seed(1)
     local = length // world
     q = torch.randn(1, 4, local, 16, generator=gen, requires_grad=True)
