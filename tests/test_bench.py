@@ -34,6 +34,7 @@ def test_bench_quick_runs_every_section(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.over_budget("a spawned 2-rank group timing sp 1 and sp 2 steps at 2k (50 s and 98 s in two CI runs)")
 def test_bench_sp_at_2k(tmp_path):
     out = tmp_path / "bench_sp.json"
     _run(["train.tools.bench_sp", "--lengths", "2048", "--repeat", "1", "--out", str(out)], timeout=600)
