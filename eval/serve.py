@@ -92,8 +92,7 @@ def as_input_row(row: object) -> object:
     return out
 
 
-def parse_rows(body: bytes, limits: ServeLimits) -> tuple[list[dict], bool]:
-    """The request's rows, each checked as the command checks a line, and whether it sent one row."""
+def _json_body(body: bytes, limits: ServeLimits) -> object:
     if len(body) > limits.max_body_bytes:
         raise BadRequest(413, f"the body is {len(body):,} bytes, over the limit of {limits.max_body_bytes:,} "
                               "(--max-body-bytes)")
@@ -101,6 +100,12 @@ def parse_rows(body: bytes, limits: ServeLimits) -> tuple[list[dict], bool]:
         payload = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise BadRequest(422, f"malformed JSON: {e}") from None
+    return payload
+
+
+def parse_rows(body: bytes, limits: ServeLimits) -> tuple[list[dict], bool]:
+    """The request's rows, each checked as the command checks a line, and whether it sent one row."""
+    payload = _json_body(body, limits)
     single = not isinstance(payload, list)
     rows = [as_input_row(r) for r in ([payload] if single else payload)]
     if not rows:
@@ -117,13 +122,7 @@ def parse_rows(body: bytes, limits: ServeLimits) -> tuple[list[dict], bool]:
 
 def parse_report_request(body: bytes, limits: ServeLimits) -> tuple[str, list[dict], list[dict]]:
     """The file's name, its input rows and the rows /v1/annotate answered for them, checked."""
-    if len(body) > limits.max_body_bytes:
-        raise BadRequest(413, f"the body is {len(body):,} bytes, over the limit of {limits.max_body_bytes:,} "
-                              "(--max-body-bytes)")
-    try:
-        payload = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BadRequest(422, f"malformed JSON: {e}") from None
+    payload = _json_body(body, limits)
     if not isinstance(payload, dict):
         raise BadRequest(422, 'expected {"name": ..., "rows": [...], "outputs": [...]}')
     rows, outputs = payload.get("rows"), payload.get("outputs")
