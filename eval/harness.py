@@ -15,9 +15,11 @@ from pathlib import Path
 
 from configs.choices import EvalMethod
 from configs.schema import SFTConfig, with_changes
+from data_builders.folds import deal_all
 from data_builders.records import read_jsonl_to_append, write_jsonl
 from data_builders.sources import DataRequest, build_records, check_data_config, needed_buckets
 from eval.backends.in_process import select_eval_records
+from eval.fold_pooling import deal_once, fold_config, pool_folds
 from eval.predictors import PREDICTORS
 from eval.reports.writer import report_text
 from eval.scorers.scoring import score_files
@@ -85,8 +87,6 @@ def run_eval_folds(cfg: SFTConfig) -> dict:
     """A method prepared on each fold's train and val parts (grounding, nli, rag), cross-validated in
     one launch: the folds dealt as training deals them (train/cross_validation.py), each fold's test part
     predicted in <output_dir>/fold_<i>/eval, then the k test parts pooled into <output_dir>/eval."""
-    from eval.fold_pooling import deal_once, fold_config, pool_folds
-
     check_data_config(cfg.data)
     run_dir = Path(cfg.output_dir)
     deal_once(cfg.data, run_dir / "folds")
@@ -106,8 +106,6 @@ def run_eval_folds(cfg: SFTConfig) -> dict:
 def _export_fitted_on_every_record(cfg: SFTConfig, run_dir: Path, report: str) -> None:
     """The method the folds measured, fitted once more on every record (train and val dealt as a fold's), and
     written as an export (`eval.export`)."""
-    from data_builders.folds import deal_all
-
     print(f"== fitting on every record for {cfg.eval.export}", flush=True)
     whole = deal_all(cfg.data, run_dir / "folds" / "all")
     fitted = run_dir / "all"

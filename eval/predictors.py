@@ -15,9 +15,14 @@ from transformers import AutoConfig
 from configs.schema import EvalConfig, GroundingConfig, ModelConfig, NliConfig, RagConfig, SFTConfig, TaskConfig
 from data_builders.common.progress import progress
 from data_builders.model_inputs.collate import prompt_ids, prompt_text
+from data_builders.model_inputs.evidence import evidence_records
 from data_builders.model_inputs.prompts import CONSISTENCY, UHGEVAL_KEYWORD, render_messages
+from data_builders.model_inputs.retrieval import EmbeddingRanker
 from data_builders.sources import train_split
+from eval.aggregation import by_sentence
+from eval.aggregation.by_keyword import keyword_row, keyword_units
 from eval.backends.in_process import predict_records, select_eval_records
+from eval.baselines import rag as rag_baseline
 from eval.scorers.decisions import binary_decision
 from eval.scorers.parsers import parse_consistency_answer
 from eval.scorers.scoring import scorer
@@ -141,8 +146,6 @@ class AnnotatorPredictor:
             return [scores[r["id"]] for r in recs]
 
         if t.evidence_sentences and scorer(t.scorer).unit_threshold and objective == "balanced_accuracy":
-            from data_builders.model_inputs.evidence import evidence_records
-
             units = [u for r in val for u in evidence_records(r, t.evidence_sentences, unit=t.evidence_unit)]
             chosen = resolve_threshold(None, stored, units, lambda recs: [
                 row["probs"][1] for row in self._predicted(recs, progress=False)], what=f"{t.evidence_unit}s")
@@ -222,9 +225,6 @@ class AnnotatorPredictor:
 
     def _sentence_rows(self, records: list[dict], progress: bool | None, on_result: Write | None) -> list[dict]:
         """Each record's row from its sentences' rows (`task.evidence_sentences`)."""
-        from data_builders.model_inputs.evidence import evidence_records
-        from eval.aggregation.by_sentence import aggregate, flagged_sentences
-
         k = self.task.evidence_sentences
         sentences = {r["id"]: evidence_records(r, k, labelled=False, unit=self.task.evidence_unit) for r in records}
         flat = [e for r in records for e in sentences[r["id"]]]
@@ -232,9 +232,9 @@ class AnnotatorPredictor:
         rows = []
         for r in records:
             parts = sentences[r["id"]]
-            row = aggregate(r["id"], [by_id[e["id"]] for e in parts], [e["response"] for e in parts])
+            row = by_sentence.aggregate(r["id"], [by_id[e["id"]] for e in parts], [e["response"] for e in parts])
             row["spans"] = [[parts[i]["meta"]["start"], parts[i]["meta"]["end"]]
-                            for i in flagged_sentences(row, self._threshold_of(r["id"]))]
+                            for i in by_sentence.flagged_sentences(row, self._threshold_of(r["id"]))]
             self._stamp(row, on_result)
             rows.append(row)
         return rows
@@ -242,8 +242,6 @@ class AnnotatorPredictor:
     def _keyword_rows(self, records: list[dict], progress: bool | None, on_result: Write | None) -> list[dict]:
         """Each record's row from its keywords' answers (eval/aggregation/by_keyword.py), KEYWORD_RECORDS records at a
         time: their rows are written as they are done, so a stopped run continues from them."""
-        from eval.aggregation.by_keyword import keyword_row, keyword_units
-
         rows = []
         for at in range(0, len(records), KEYWORD_RECORDS):
             part = records[at:at + KEYWORD_RECORDS]
@@ -300,8 +298,6 @@ class RagPredictor(AnnotatorPredictor):
         return cls(cfg.task, Inference.of(cfg.model, cfg.eval), path, cfg.eval.rag)
 
     def prepare(self, splits, out) -> None:
-        from data_builders.model_inputs.retrieval import EmbeddingRanker
-
         if self.task.scorer == "anah":
             raise ValueError("eval.method=rag judges summaries block by block; it needs task.scorer "
                              "longnovel or binary, found anah")
@@ -312,14 +308,12 @@ class RagPredictor(AnnotatorPredictor):
         self.embedder = EmbeddingRanker(self.rag.embedder)
 
     def predict(self, records: list[dict], write: Write) -> None:
-        from eval.baselines.rag import aggregate, block_records
-
         r = self.rag
         for rec in progress(records, desc="rag"):
-            blocks = block_records(rec, self.embedder, r.article_chars, r.summary_chars, r.top_k)
+            blocks = rag_baseline.block_records(rec, self.embedder, r.article_chars, r.summary_chars, r.top_k)
             rows = self.rows(blocks, progress=False)
             labels = [binary_decision(row)[0] for row in rows]
-            write(aggregate(rec["id"], labels, [row.get("output") or row.get("probs") for row in rows]))
+            write(rag_baseline.aggregate(rec["id"], labels, [row.get("output") or row.get("probs") for row in rows]))
 
 
 class NliPredictor:

@@ -6,22 +6,21 @@
 Predictions go to DIR/predictions.jsonl as they are made; running again with the same
 output_dir continues where it stopped. Scores go to DIR/scores/.
 """
+from pathlib import Path
+
 import hydra
 from omegaconf import DictConfig
 
-import configs.schema  # noqa: F401  (registers the structured schemas; this entry point also uses eval.reports.tracking)
+from configs.schema import to_container, typed  # (importing it registers the structured schemas)
 from data_builders.common.user_errors import reports_user_errors
+from eval.reports.tracking import Tracker
+from eval.reports.writer import read_rows
 
 
 @hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
 @reports_user_errors("eval/run.py")
 def main(composed: DictConfig) -> None:
-    from pathlib import Path
-
-    from configs.schema import to_container, typed
     from eval.harness import run_eval
-    from eval.reports.tracking import Tracker
-    from eval.reports.writer import read_rows
 
     cfg = typed(composed)
     metrics = run_eval(cfg)

@@ -5,17 +5,15 @@
 import hydra
 from omegaconf import DictConfig
 
-import configs.schema  # noqa: F401  (registers the schema)
+from configs.schema import typed  # (importing it registers the schema)
 from data_builders.common.user_errors import reports_user_errors
+from eval.reports.writer import report_text
+from eval.scorers.scoring import score_files
 
 
 @hydra.main(config_path="../configs/score", config_name="score", version_base="1.3")
 @reports_user_errors("eval/score.py")
 def main(composed: DictConfig) -> None:
-    from configs.schema import typed
-    from eval.reports.writer import report_text
-    from eval.scorers.scoring import score_files
-
     cfg = typed(composed)
     score_files(cfg.task, cfg.gold, cfg.predictions, cfg.output_dir, plots=cfg.plots, bertscore=cfg.bertscore)
     print(report_text(cfg.output_dir), end="")

@@ -16,8 +16,10 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-import configs.schema  # noqa: F401  (registers the structured schemas)
+from configs.schema import typed  # (importing it registers the structured schemas)
 from data_builders.common.user_errors import reports_user_errors
+from slurm.render import eval_script, train_script
+from train.parallel_dims import job_world_size
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,10 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 @hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
 @reports_user_errors("slurm/submit.py")
 def main(composed: DictConfig) -> None:
-    from configs.schema import typed
-    from slurm.render import eval_script, train_script
     from train.data import check_run_config
-    from train.parallel_dims import job_world_size
 
     cfg = typed(composed)
     overrides = list(HydraConfig.get().overrides.task)

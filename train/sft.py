@@ -5,15 +5,13 @@
 import hydra
 from omegaconf import DictConfig
 
-import configs.schema  # noqa: F401  (registers the structured schemas)
-from configs.schema import SFTConfig
+from configs.schema import SFTConfig, typed  # (importing it registers the structured schemas)
 from data_builders.common.user_errors import reports_user_errors
 
 
 @hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
 @reports_user_errors("train/sft.py")
 def main(composed: DictConfig) -> None:
-    from configs.schema import typed
     from train.cross_validation import train_folds
     from train.data import check_run_config
     from train.distributed import init_distributed, teardown

@@ -5,6 +5,8 @@ import os
 import warnings
 
 from configs.schema import ModelConfig, SFTConfig, stage_sp_size
+from eval.reports.tables import scalars, tables
+from eval.scorers.scoring import scorer
 
 
 def model_short_name(model: ModelConfig) -> str:
@@ -58,9 +60,6 @@ class Tracker:
         """Scalar metrics, per-bucket / per-type tables and the predictions table of a scored run."""
         if self.run is None:
             return
-        from eval.reports.tables import scalars, tables
-        from eval.scorers.scoring import scorer
-
         try:
             import wandb
 

@@ -9,7 +9,7 @@ from statistics import mean
 from data_builders.model_inputs.anah_prompts import annotation_target, reference_of
 from data_builders.records import SENTENCE_TYPES
 from eval.scorers.decisions import anah_decision
-from eval.scorers.metrics import anah_ngram_precision, multiclass_scores, rouge_l
+from eval.scorers.metrics import anah_ngram_precision, multiclass_scores, rouge_l, rouge_tokens
 from eval.scorers.scorer_spec import Scorer, Summary, Table, no_plots, pct, span, table_rows
 
 GOLD_TEMPLATE = "anah_a5"   # tag order of the gold text when a record keeps no released annotation
@@ -47,7 +47,6 @@ def _row(rec: dict, pred: dict | None) -> dict:
 
 def _add_bertscore(gold: list[dict], rows: list[dict], bertscore) -> None:
     from eval.scorers.bertscore import bertscore_f1
-    from eval.scorers.metrics import rouge_tokens
 
     for lang in ("zh", "en"):
         spec = getattr(bertscore, lang, None)
