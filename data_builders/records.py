@@ -6,10 +6,13 @@ DESIGN.md and raises `RecordError` naming file, line and field.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 TASKS = ("summarization", "qa", "nli", "dialogue", "continuation")
 SENTENCE_TYPES = ("none", "contradictory", "unverifiable", "no_fact")
@@ -141,8 +144,7 @@ def iter_jsonl(path: str | Path, torn_tail_ok: bool = False) -> Iterator[tuple[i
             yield lineno, json.loads(text)
         except json.JSONDecodeError as e:
             if torn_tail_ok and lineno == len(lines) and not text.endswith("\n"):
-                print(f"{path}:{lineno}: skipping a partly written last line ({len(text)} characters)",
-                      flush=True)
+                logger.warning(f"{path}:{lineno}: skipping a partly written last line ({len(text)} characters)")
                 return
             raise RecordError(f"malformed JSON: {e.msg} (column {e.colno})", path, lineno) from None
 

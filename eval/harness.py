@@ -10,6 +10,7 @@ split). With `data.folds=k` the last three are cross-validated in one launch (`r
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from eval.fold_pooling import deal_once, fold_config, pool_folds
 from eval.predictors import PREDICTORS
 from eval.reports.writer import report_text
 from eval.scorers.scoring import score_files
+
+logger = logging.getLogger(__name__)
 
 
 def data_request(cfg: SFTConfig) -> DataRequest:
@@ -60,7 +63,7 @@ def run_eval(cfg: SFTConfig) -> dict:
     preds_path = out / "predictions.jsonl"
     done = _done(preds_path)
     todo = [r for r in records if r["id"] not in done]
-    print(f"{len(records)} records, {len(done)} predicted already, {len(todo)} to go", flush=True)
+    logger.info(f"{len(records)} records, {len(done)} predicted already, {len(todo)} to go")
     if todo:
         predictor.prepare(splits, out)
         started, sitting = time.perf_counter(), []
@@ -91,7 +94,7 @@ def run_eval_folds(cfg: SFTConfig) -> dict:
     run_dir = Path(cfg.output_dir)
     deal_once(cfg.data, run_dir / "folds")
     for i in range(cfg.data.folds):
-        print(f"== fold {i} of {cfg.data.folds}", flush=True)
+        logger.info(f"== fold {i} of {cfg.data.folds}")
         fold = fold_config(cfg, run_dir, i)
         run_eval(with_changes(fold, {"output_dir": str(Path(fold.output_dir) / "eval")}))
     metrics = pool_folds(cfg.task.scorer, cfg.data.folds, cfg.eval.bertscore, run_dir,
@@ -106,7 +109,7 @@ def run_eval_folds(cfg: SFTConfig) -> dict:
 def _export_fitted_on_every_record(cfg: SFTConfig, run_dir: Path, report: str) -> None:
     """The method the folds measured, fitted once more on every record (train and val dealt as a fold's), and
     written as an export (`eval.export`)."""
-    print(f"== fitting on every record for {cfg.eval.export}", flush=True)
+    logger.info(f"== fitting on every record for {cfg.eval.export}")
     whole = deal_all(cfg.data, run_dir / "folds" / "all")
     fitted = run_dir / "all"
     fitted.mkdir(parents=True, exist_ok=True)
@@ -123,8 +126,8 @@ def _export(cfg: SFTConfig, fitted: Path, records: list[dict], how: str, held_ou
         raise ValueError(f"eval.export={cfg.eval.export}: no fitted model at {fitted} (a run whose predictions were "
                          "all written before fits nothing: use a new output_dir)")
     write_grounding_export(Path(cfg.eval.export), fitted, cfg.task, records, how, held_out)
-    print(f"export written to {cfg.eval.export}: python -m eval.annotate model={cfg.eval.export} input=IN.jsonl "
-          "output=OUT.jsonl", flush=True)
+    logger.info(f"export written to {cfg.eval.export}: python -m eval.annotate model={cfg.eval.export} input=IN.jsonl "
+                "output=OUT.jsonl")
 
 
 def _record_judge(judge, out: Path) -> None:
@@ -133,7 +136,7 @@ def _record_judge(judge, out: Path) -> None:
 
     record = usage_record(judge.usage, judge.config)
     (out / "judge_usage.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    print(record["line"], flush=True)
+    logger.info(record["line"])
 
 
 def _tokens(rows: list[dict]) -> tuple[int, int, int]:
@@ -154,4 +157,4 @@ def _record_generation(sitting: list[dict], seconds: float, preds_path: Path, ou
               "all_rows": all_rows, "all_prompt_tokens": all_prompt, "all_completion_tokens": all_completion,
               "line": line}
     (out / "generation_usage.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    print(line, flush=True)
+    logger.info(line)

@@ -3,6 +3,7 @@ or an NLI-matrix baseline. Each predictor writes one row per record through `wri
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -41,6 +42,8 @@ from models.annotator import load_annotator
 from models.builders import load_tokenizer, resolve_model_path
 from models.export_spec import AnnotatorSpec
 from models.kinds import kind_of
+
+logger = logging.getLogger(__name__)
 
 Write = Callable[[dict], None]
 KEYWORD_RECORDS = 64        # UHGEval items judged together (about 270 keyword prompts), then written
@@ -362,7 +365,7 @@ class NliPredictor:
             return None
         cached = json.loads(saved.read_text())
         if {k: cached.get(k) for k in self._settings()} != self._settings():
-            print(f"{saved}: chosen for other eval.nli settings; choosing again on the validation split", flush=True)
+            logger.info(f"{saved}: chosen for other eval.nli settings; choosing again on the validation split")
             return None
         return Threshold(cached["threshold"], f"{saved.name} ({cached.get('source', 'validation split')})")
 
@@ -400,7 +403,7 @@ class GroundingPredictor:
             self._choose(splits, train)
         g = self.grounding
         for reader in filter(None, (g.embedder, g.lm)):
-            print(f"grounding: reading the units of {len(train)} train records with {reader}", flush=True)
+            logger.info(f"grounding: reading the units of {len(train)} train records with {reader}")
         model, fitted_on, val, scored, chosen_on = self._fitted(splits, train)
         response = self._response_threshold(model, val, scored, chosen_on)
         span = (resolve_threshold(
@@ -415,8 +418,8 @@ class GroundingPredictor:
                                             "train_records": fitted_on, "features_chosen": self.choice})
         groups = model.thresholds_by and "; by {}: {}".format(model.thresholds_by["field"], ", ".join(
             f"{value} {t:.3f}" for value, t in model.thresholds_by["values"].items()))
-        print(f"grounding: fitted on {fitted_on} records; response threshold {response.value:.3f} "
-              f"({response.source}){groups or ''}, span threshold {span.value:.3f} ({span.source})", flush=True)
+        logger.info(f"grounding: fitted on {fitted_on} records; response threshold {response.value:.3f} "
+                    f"({response.source}){groups or ''}, span threshold {span.value:.3f} ({span.source})")
         self.model = model
 
     def _choose(self, splits: dict[str, list[dict]], train: list[dict]) -> None:
@@ -424,9 +427,9 @@ class GroundingPredictor:
         from eval.baselines.grounding import choose_features
 
         self.grounding, self.choice = choose_features(train + (splits.get("val") or []), self.grounding, self.fold_by)
-        print("grounding: features {} chosen ({} inner folds by {}; ROC AUC {})".format(
-            self.choice["chosen"], self.choice["inner_folds"], self.fold_by,
-            ", ".join(f"{c} {a:.4f}" for c, a in self.choice["roc_auc"].items())), flush=True)
+        logger.info("grounding: features {} chosen ({} inner folds by {}; ROC AUC {})".format(
+                  self.choice["chosen"], self.choice["inner_folds"], self.fold_by,
+                  ", ".join(f"{c} {a:.4f}" for c, a in self.choice["roc_auc"].items())))
 
     def _fitted(self, splits: dict[str, list[dict]], train: list[dict]) -> tuple:
         """The model, how many records it fitted on, the records its thresholds are chosen on, their scores,

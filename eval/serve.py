@@ -29,6 +29,7 @@ import asyncio
 import base64
 import itertools
 import json
+import logging
 import os
 import secrets
 import signal
@@ -45,9 +46,12 @@ try:
 except ImportError as missing:            # an install without the serve extra
     raise SystemExit(f"hallu serve needs FastAPI and uvicorn ({missing}): pip install -e '.[serve]'") from None
 
+from data_builders.common.logs import configure_logging
 from eval.annotate import Annotator, row_problem
 from eval.reports.annotation_page import write_annotated_page
 from eval.reports.annotation_summary import write_summary
+
+logger = logging.getLogger(__name__)
 
 PAGE = Path(__file__).parent / "reports" / "serve_page.html"      # every asset inline: no CDN, works offline
 
@@ -311,6 +315,7 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument(f"--{name.replace('_', '-')}", type=type(getattr(defaults, name)),
                        default=getattr(defaults, name))
     args = p.parse_args(argv)
+    configure_logging()
     api_key = None
     if args.api_key_env:
         api_key = os.environ.get(args.api_key_env)
@@ -325,7 +330,7 @@ def main(argv: list[str] | None = None) -> None:
     for stop in (signal.SIGINT, signal.SIGTERM):      # uvicorn re-raises the signal once it has drained: a clean
         signal.signal(stop, lambda *_: None)          # stop then exits 0, not killed by the signal's default
     uvicorn.run(app, host=args.host, port=args.port, log_level="info", timeout_graceful_shutdown=60)
-    print("hallu serve: stopped after finishing the requests in flight", flush=True)
+    logger.info("hallu serve: stopped after finishing the requests in flight")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ which any number of ranks loads (`load_universal`).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -24,6 +25,8 @@ from pathlib import Path
 
 from train.disk import STEP_GLOB, check_free_space, prune_checkpoints
 from train.distributed import barrier, on_main_rank, world_size
+
+logger = logging.getLogger(__name__)
 
 
 def stage_dir(run_dir: Path, index: int, name: str) -> Path:
@@ -115,8 +118,8 @@ def checkpoint_tag(state_dir: Path, world: int, zero_stage: int, is_main: bool) 
         return "state"
     target = state_dir / UNIVERSAL
     if is_main and not target.exists():
-        print(f"{state_dir} was saved on {saved} ranks and this run has {world}: converting it once to DeepSpeed's "
-              f"universal checkpoint ({target})", flush=True)
+        logger.info(f"{state_dir} was saved on {saved} ranks and this run has {world}: converting it once to "
+                    f"DeepSpeed's universal checkpoint ({target})")
         tmp = target.with_name(UNIVERSAL + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         done = subprocess.run([sys.executable, "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder",
@@ -134,6 +137,6 @@ def check_global_batch(state_dir: Path, per_step: int, is_main: bool) -> None:
     then differ from an uninterrupted run's (on another number of ranks, optim.grad_accum keeps it)."""
     saved = json.loads((state_dir / "trainer_state.json").read_text()).get("global_batch")
     if is_main and saved is not None and saved != per_step:
-        print(f"note: {state_dir} was saved with a global batch of {saved} samples per step, this run takes "
-              f"{per_step}: set optim.grad_accum (or the stage's grad_accum) so that data-parallel x micro-batch x "
-              "grad_accum is the same, and the resumed steps equal an uninterrupted run's", flush=True)
+        logger.warning(f"note: {state_dir} was saved with a global batch of {saved} samples per step, this run takes "
+                       f"{per_step}: set optim.grad_accum (or the stage's grad_accum) so that data-parallel x "
+                       "micro-batch x grad_accum is the same, and the resumed steps equal an uninterrupted run's")

@@ -9,6 +9,7 @@ its own run, and every record is scored once, by the fold's annotator that never
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from configs.schema import SFTConfig
@@ -16,6 +17,8 @@ from eval.fold_pooling import deal_once, fold_config, pool_folds
 from train.distributed import DistInfo, barrier, on_main_rank
 from train.run_dir import agree_on_output_dir
 from train.trainer import train
+
+logger = logging.getLogger(__name__)
 
 
 def fold_done(run_dir: Path, i: int) -> bool:
@@ -34,10 +37,10 @@ def train_folds(cfg: SFTConfig, info: DistInfo) -> dict | None:
     for i in range(cfg.data.folds) if only is None else sorted(set(only)):
         if cfg.resume == "auto" and fold_done(run_dir, i):
             if info.is_main:
-                print(f"fold {i}: finished earlier, kept ({run_dir / f'fold_{i}'})", flush=True)
+                logger.info(f"fold {i}: finished earlier, kept ({run_dir / f'fold_{i}'})")
             continue
         if info.is_main:
-            print(f"== fold {i} of {cfg.data.folds}", flush=True)
+            logger.info(f"== fold {i} of {cfg.data.folds}")
         train(fold_config(cfg, run_dir, i), info, continue_dir=run_dir)
         barrier()
         if not fold_done(run_dir, i):          # stopped early: the trainer said how to continue
@@ -45,8 +48,8 @@ def train_folds(cfg: SFTConfig, info: DistInfo) -> dict | None:
     left = [i for i in range(cfg.data.folds) if not fold_done(run_dir, i)]
     if not info.is_main or left:
         if left and info.is_main:
-            print(f"folds {left} are not finished: the launch that finishes the last of them pools the "
-                  f"{cfg.data.folds}, as does a launch with output_dir={run_dir} resume=auto", flush=True)
+            logger.info(f"folds {left} are not finished: the launch that finishes the last of them pools the "
+                        f"{cfg.data.folds}, as does a launch with output_dir={run_dir} resume=auto")
         return None
     metrics = pool_folds(cfg.task.scorer, cfg.data.folds, cfg.eval.bertscore, run_dir)
     print(f"== cross-validation, {cfg.data.folds} folds pooled\n"

@@ -11,6 +11,7 @@ improved for that many points in a row, and the stage's export is its best point
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from pathlib import Path
 
 from data_builders.records import read_jsonl
 from train.distributed import all_reduce_sum, barrier
+
+logger = logging.getLogger(__name__)
 
 CURVE_FILE, CURVE_PLOT, CURVE_DIR = "curve.jsonl", "curve.png", "curve"
 
@@ -76,8 +79,8 @@ class Curve:
             with open(self.run_dir / CURVE_FILE, "a", encoding="utf-8") as f:
                 f.write(json.dumps(row) + "\n")
             plot_curve(self.run_dir)
-            print(f"validation at step {global_step} ({self.stage_name} step {stage_step}): MCC {_fmt(mcc)}, "
-                  f"accuracy {_fmt(scored['acc'])} on {scored['n']} records (best {_fmt(self.best)})", flush=True)
+            logger.info(f"validation at step {global_step} ({self.stage_name} step {stage_step}): MCC {_fmt(mcc)}, "
+                        f"accuracy {_fmt(scored['acc'])} on {scored['n']} records (best {_fmt(self.best)})")
             stop = float(bool(self.patience) and self.since_best >= self.patience)
         return all_reduce_sum([stop])[0] > 0
 

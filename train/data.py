@@ -1,6 +1,7 @@
 """Records for a run, and the samples and batch order of each curriculum stage."""
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,8 @@ from models.builders import is_encoder, resolve_model_path
 from models.kinds import kind_of
 from train.distributed import DistInfo, barrier, on_main_rank
 from train.parallel_dims import stage_dims
+
+logger = logging.getLogger(__name__)
 
 
 def check_run_config(cfg: SFTConfig, world: int) -> None:
@@ -213,7 +216,7 @@ def sentence_pools(parts: list[list[dict]], k: int, stage: str, max_skip_fractio
     n, skipped = sum(map(len, parts)), sum(b["skipped"] for b in built)
     first = next((b["first"] for b in built if b["first"]), None)
     if skipped:
-        print(f"curriculum stage {stage!r}: {skipped} of {n} records skipped ({first})", flush=True)
+        logger.warning(f"curriculum stage {stage!r}: {skipped} of {n} records skipped ({first})")
         if skipped == n or skipped / n > max_skip_fraction:
             why = "(none left to train on)" if skipped == n else f"above data.max_skip_fraction={max_skip_fraction}"
             raise DataError(f"curriculum stage {stage!r}: {skipped} of {n} records have no sentence that "

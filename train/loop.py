@@ -1,6 +1,7 @@
 """The optimizer-step loop of one curriculum stage."""
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -21,6 +22,8 @@ from train.loss_reduction import backward_scale
 from train.preemption import mark_preempted, stop_after
 from train.run_dir import TrainLog
 from train.sequence_parallel import shard_batch
+
+logger = logging.getLogger(__name__)
 
 
 class NonFiniteError(RuntimeError):
@@ -154,6 +157,6 @@ def _validation_point(engine, ctx: StageContext, stage_step: int, total_steps: i
         return False
     early = ctx.curve.point(lambda d: ctx.export(engine, d), ctx.score, stage_step, global_step)
     if early and ctx.info.is_main:
-        print(f"stage {ctx.name!r}: no better validation MCC in {ctx.curve.patience} points: stopping at its step "
-              f"{stage_step} of {total_steps}, keeping the weights of its best point", flush=True)
+        logger.info(f"stage {ctx.name!r}: no better validation MCC in {ctx.curve.patience} points: stopping at its "
+                    f"step {stage_step} of {total_steps}, keeping the weights of its best point")
     return early

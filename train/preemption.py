@@ -5,10 +5,13 @@ requeues the job, which resumes with `resume=auto`."""
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 from train.distributed import all_reduce_sum
+
+logger = logging.getLogger(__name__)
 
 STOP_FILE = "PREEMPT"
 MARK_FILE = "preempted.json"
@@ -37,5 +40,5 @@ def stop_after(run_dir: Path, stop_at_step: int | None, global_step: int) -> Sto
 def mark_preempted(run_dir: Path, stage: str, global_step: int, is_main: bool) -> None:
     if is_main:
         (Path(run_dir) / MARK_FILE).write_text(json.dumps({"stage": stage, "global_step": global_step}))
-        print(f"stop requested: checkpoint saved at stage {stage!r} global step {global_step}; exiting for requeue",
-              flush=True)
+        logger.info(f"stop requested: checkpoint saved at stage {stage!r} global step {global_step}; "
+                    "exiting for requeue")

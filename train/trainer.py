@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,8 @@ from train.final_eval import evaluate_export, validation_scores
 from train.loop import StageContext, run_stage
 from train.preemption import mark_preempted, stop_after
 from train.run_dir import TrainLog, agree_on_output_dir, continue_command
+
+logger = logging.getLogger(__name__)
 
 
 def resume_point(resume: str, run_dir: Path, names: list[str]) -> ResumePoint | None:
@@ -95,9 +98,9 @@ def train(cfg: SFTConfig, info: DistInfo, continue_dir: Path | None = None) -> d
     truncate_curve(run_dir, point.global_step if point else 0, info.is_main)
     tracker = Tracker(cfg, to_container(cfg), run_dir, info.is_main)
     if info.is_main:
-        print(dtype_choice(cfg.model.dtype), flush=True)
+        logger.info(dtype_choice(cfg.model.dtype))
     if point and info.is_main:
-        print(resume_message(point, names, run_dir, cfg.eval.enabled), flush=True)
+        logger.info(resume_message(point, names, run_dir, cfg.eval.enabled))
     global_step = point.global_step if point else 0
     train_records = train_split(records, cfg.data.root, "training")
     run = Run(cfg, info, run_dir, names, base, tokenizer, train_records, records.get("val") or [], log, tracker)
@@ -110,7 +113,7 @@ def train(cfg: SFTConfig, info: DistInfo, continue_dir: Path | None = None) -> d
                                                   point.state_dir if resumed else None)
             if stopped:
                 if info.is_main:
-                    print(stop_message(cfg.trainer.stop_at_step, continue_dir or run_dir, global_step), flush=True)
+                    logger.info(stop_message(cfg.trainer.stop_at_step, continue_dir or run_dir, global_step))
                 return None
             if cfg.eval.enabled and cfg.eval.every_stage and i + 1 < len(stages):
                 _evaluate(cfg, info, run_dir / "eval" / "stages" / f"{i}-{stage.name}", stage_weights(
@@ -162,10 +165,10 @@ def _run_one_stage(run: Run, index: int, stage: StageConfig, start_step: int, gl
                       grad_accum, cfg.trainer.seed + 1000 * index, cfg.trainer.max_steps)
     if info.is_main:
         unit = "packed rows" if cfg.data.packing else "samples"
-        print(f"stage {index} {stage.name}: bucket {stage.bucket}, {len(samples)} {unit} "
-              f"({skipped} skipped as longer than {stage.max_seq_len}), {plan.total_steps} steps, "
-              f"sequence-parallel {info.sp_size} x data-parallel {info.dp_size}, global batch "
-              f"{plan.per_step}", flush=True)
+        logger.info(f"stage {index} {stage.name}: bucket {stage.bucket}, {len(samples)} {unit} "
+                    f"({skipped} skipped as longer than {stage.max_seq_len}), {plan.total_steps} steps, "
+                    f"sequence-parallel {info.sp_size} x data-parallel {info.dp_size}, global batch "
+                    f"{plan.per_step}")
     lr = stage.lr if stage.lr is not None else cfg.optim.lr
     start_weights = stage_weights(run_dir, index, names, run.base)
     tag = checkpoint_tag(state_dir, info.world_size, cfg.deepspeed.zero_stage, info.is_main) if state_dir else None

@@ -5,12 +5,14 @@ faithful (label 0) and a hallucinated (label 1) record. general rows carry a yes
 """
 from __future__ import annotations
 
-import sys
+import logging
 from pathlib import Path
 
 from data_builders.importers.registry import Splits, importer, one_split
 from data_builders.records import RecordError, iter_jsonl, validate_record
 from data_builders.span_offsets import find_span, span
+
+logger = logging.getLogger(__name__)
 
 FIELDS = {
     "qa": ("knowledge", "question", "right_answer", "hallucinated_answer"),
@@ -86,7 +88,7 @@ def halueval_subset(args) -> str:
         raise ValueError(f"halueval: pass --subset qa|dialogue|summarization|general; it cannot be told from "
                          f"the file names {[Path(p).name for p in args.inputs]}")
     subset = implied.pop()
-    print(f"halueval: --subset {subset} (from the file name)", file=sys.stderr)
+    logger.warning(f"halueval: --subset {subset} (from the file name)")
     return subset
 
 

@@ -1,6 +1,7 @@
 """Running an annotator over records: raw generations, or head probabilities."""
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable
 
@@ -8,6 +9,8 @@ from data_builders.common.progress import progress as progress_of
 from data_builders.sources import in_bucket
 from models.generate import length_batches, unbatched_note
 from models.kinds import kind_of
+
+logger = logging.getLogger(__name__)
 
 
 def _capped(pool: list[dict], cap: int) -> list[dict]:
@@ -51,7 +54,7 @@ def predict_records(model, tokenizer, records: list[dict], task, max_new_tokens:
     note = unbatched_note(prompts, batches, batch_size, batch_tokens) if equal_length and progress else None
     padding = {"padded": True} if spec.generates and padded else {}
     if note:
-        print(note, flush=True)
+        logger.info(note)
     with progress_of(total=len(records), desc="predict", unit="record", disable=not progress) as bar:
         for batch in batches:
             for j, res in zip(batch, spec.predict(model, tokenizer, [inputs[j] for j in batch], max_new_tokens,
