@@ -221,6 +221,24 @@ class Batcher:
                 start += len(w.records)
 
 
+class BearerToken:
+    """/v1/ requires `Authorization: Bearer <key>`. A plain ASGI middleware: Starlette's `@app.middleware("http")`
+    wraps the request's receive channel, and under it `request.is_disconnected()` never saw a client leave."""
+
+    def __init__(self, app, api_key: str):
+        self.app, self.expected = app, f"Bearer {api_key}".encode()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not secrets.compare_digest(given, self.expected):
+                refused = JSONResponse({"detail": "expected the header Authorization: Bearer <key> (--api-key-env)"},
+                                       status_code=401, headers={"WWW-Authenticate": "Bearer"})
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def _answer_rows(rows: list[dict], outputs: list[dict]) -> list[dict]:
     """The command's rows: a row without an id is named by its place in the request (r0, r1, ...)."""
     return [out | {"id": row["id"] if row.get("id") is not None else f"r{i}"}
@@ -248,14 +266,8 @@ def build_app(annotator: Annotator, export: Path, limits: ServeLimits = ServeLim
     app = FastAPI(title="hallucination annotator", lifespan=lifespan,
                   description=f"The annotator exported in {export.name}, as `hallu annotate` applies it.")
 
-    @app.middleware("http")
-    async def bearer_token(request: Request, call_next):
-        if api_key and request.url.path.startswith("/v1/"):
-            given = request.headers.get("authorization", "")
-            if not secrets.compare_digest(given.encode(), f"Bearer {api_key}".encode()):
-                return JSONResponse({"detail": "expected the header Authorization: Bearer <key> (--api-key-env)"},
-                                    status_code=401, headers={"WWW-Authenticate": "Bearer"})
-        return await call_next(request)
+    if api_key:
+        app.add_middleware(BearerToken, api_key=api_key)
 
     @app.exception_handler(BadRequest)
     async def bad_request(request: Request, e: BadRequest):

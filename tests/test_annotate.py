@@ -12,7 +12,7 @@ from eval.annotate import Annotator
 from eval.scorers.scoring import scorer
 from models.export_spec import PIPELINE_TAGS, SPEC_FILE, AnnotatorSpec, ExportError, write_model_card
 from tests.conftest import REPO, torchrun
-from tests.served import served_rows
+from tests.served import Server, served_rows
 from tests.snippets import card_snippet
 from tests.tolerance import SCORE_ATOL, assert_same_annotations
 
@@ -200,6 +200,13 @@ def test_a_whole_source_annotator_refuses_a_source_over_its_trained_length(train
     assert all(rag["answer"][s["start"]:s["end"]] == s["text"] for s in annotator.predict(**rag))
     with pytest.raises(ValueError, match=r"output_format='tokens' needs a span \(token\) head"):
         annotator.predict(**rag, output_format="tokens")
+    server = Server(whole)                  # `hallu serve` refuses the same row with 413, and serves the next
+    try:
+        refused = server.post({"source": "林远走进书房。" * 400, "response": "林远走进书房。"})
+        assert refused.status_code == 413 and "trained length max_seq_len=1,500" in refused.json()["detail"]
+        assert server.post({"source": "林远走进书房。", "response": "林远走进书房。"}).status_code == 200
+    finally:
+        server.stop()
 
 
 @pytest.mark.slow

@@ -99,6 +99,30 @@ def test_a_full_queue_answers_503_with_retry_after(export):
         s.stop()
 
 
+def _queued_rows(s: Server, want: int, within_s: float) -> bool:
+    deadline = time.time() + within_s
+    while time.time() < deadline:
+        if httpx.get(f"{s.url}/health").json()["queued_rows"] == want:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_client_that_leaves_mid_request_frees_its_rows_before_their_batch_runs(export):
+    s = Server(export[0], "--batch-window-ms", "8000")           # a request waits 8 s for others to join
+    try:
+        started = time.time()
+        leaving = threading.Thread(target=lambda: pytest.raises(httpx.ReadTimeout, s.post, export[1][:3], timeout=2.5))
+        leaving.start()
+        assert _queued_rows(s, 3, within_s=2.5)                      # its 3 rows wait for the model
+        leaving.join()                                               # the client gave up after 2.5 s and hung up
+        assert _queued_rows(s, 0, within_s=4.0)                      # freed at once, not when the window closes
+        assert time.time() - started < 8.0
+        assert s.post(export[1][:2], timeout=60).status_code == 200  # and the server serves the next request
+    finally:
+        s.stop()
+
+
 def test_the_bearer_token_is_required_and_never_logged(export):
     key = "sk-serve-" + os.urandom(8).hex()
     s = Server(export[0], "--api-key-env", "SERVE_TEST_KEY", env={"SERVE_TEST_KEY": key})
