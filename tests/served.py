@@ -4,11 +4,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import httpx
 
 from tests.conftest import REPO, free_port
+from train.tools.bench_serve import answers_health
 
 
 class Server:
@@ -18,15 +18,7 @@ class Server:
         self.proc = subprocess.Popen([sys.executable, "-m", "eval.serve", str(export), "--port", str(self.port), *args],
                                      cwd=REPO, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True)
-        deadline = time.time() + 120
-        with httpx.Client(timeout=1) as poll:   # one client: making one costs 75 ms of the CPU the server starts on
-            while True:
-                assert self.proc.poll() is None and time.time() < deadline, self.stop()
-                try:
-                    if poll.get(f"{self.url}/health").status_code == 200:
-                        return
-                except httpx.TransportError:
-                    time.sleep(0.2)
+        assert answers_health(self.url, self.proc, within_s=120), self.stop()
 
     def post(self, payload, **kw) -> httpx.Response:
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()

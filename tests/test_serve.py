@@ -101,10 +101,11 @@ def test_a_full_queue_answers_503_with_retry_after(export):
 
 def _queued_rows(s: Server, want: int, within_s: float) -> bool:
     deadline = time.time() + within_s
-    while time.time() < deadline:
-        if httpx.get(f"{s.url}/health").json()["queued_rows"] == want:
-            return True
-        time.sleep(0.05)
+    with httpx.Client(base_url=s.url) as poll:
+        while time.time() < deadline:
+            if poll.get("/health").json()["queued_rows"] == want:
+                return True
+            time.sleep(0.05)
     return False
 
 

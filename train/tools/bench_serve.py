@@ -43,16 +43,24 @@ def start_server(export: str, port: int, threads: int) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-m", "eval.serve", export, "--port", str(port)], cwd=REPO,
                             env={**os.environ, "OMP_NUM_THREADS": str(threads)}, stdout=subprocess.DEVNULL,
                             stderr=subprocess.STDOUT)
-    deadline = time.time() + 300
-    with httpx.Client(timeout=1) as poll:        # one client: making one costs 75 ms of the server's CPU
+    if not answers_health(f"http://127.0.0.1:{port}", proc, within_s=300):
+        proc.kill()
+        raise SystemExit(f"eval.serve {export} did not answer /health within 300 s (exit code {proc.poll()})")
+    return proc
+
+
+def answers_health(url: str, proc: subprocess.Popen, within_s: float) -> bool:
+    """Whether the server `proc` answers `url`/health within `within_s` while it runs. One client polls:
+    making one costs 75 ms of the CPU the server is starting on."""
+    deadline = time.time() + within_s
+    with httpx.Client(timeout=1) as poll:
         while time.time() < deadline and proc.poll() is None:
             try:
-                if poll.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    return proc
+                if poll.get(f"{url}/health").status_code == 200:
+                    return True
             except httpx.TransportError:
-                time.sleep(0.3)
-    proc.kill()
-    raise SystemExit(f"eval.serve {export} did not answer /health within 300 s (exit code {proc.poll()})")
+                time.sleep(0.2)
+    return False
 
 
 def served(url: str, rows: list[dict], clients: int) -> dict:
