@@ -2,8 +2,10 @@
 scores it; offsets index the responses; interrupted runs continue; bad input gives one line."""
 import json
 import os
+import re
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
 from huggingface_hub import ModelCard
@@ -15,6 +17,7 @@ from tests.conftest import REPO, torchrun
 from tests.served import Server, served_rows
 from tests.snippets import card_snippet
 from tests.tolerance import SCORE_ATOL, assert_same_annotations
+from train.run_dir import read_train_log
 
 SMALL = ["parallel=none", "trainer.progress=false", "logger.wandb=false", "data.corpus.n_books=4",
          "data.corpus.units_per_book=10", "data.corpus.unit_chars_min=250", "data.corpus.unit_chars_max=350",
@@ -36,11 +39,46 @@ def trained(request, tmp_path_factory):
     run = tmp_path_factory.mktemp(request.param)
     proc = torchrun(2, [f"+exp={request.param}", *SMALL, f"output_dir={run}"])
     assert proc.returncode == 0, proc.stderr[-4000:]
+    (run / "torchrun.stdout").write_text(proc.stdout, encoding="utf-8")
     scored = run / "eval_run"
     proc = _run([str(REPO / "eval" / "run.py"), f"+exp={request.param}", *SMALL, "data.source=records",
                  f"data.root={run / 'data'}", f"checkpoint={run.joinpath(*EXPORT)}", f"output_dir={scored}"])
     assert proc.returncode == 0, proc.stderr[-4000:]
     return run, scored
+
+
+def test_sentence_level_demos_train_and_score(trained):
+    """The demos' sentence-level detectors: response sentences against their evidence, data-parallel
+    over both ranks, a summary judged by its most suspicious sentence."""
+    run, _ = trained
+    log = read_train_log(run)
+    n_records = sum(1 for line in (run / "data" / "train.jsonl").read_text().splitlines()
+                    if '"length_bucket": "S"' in line)
+    stdout = (run / "torchrun.stdout").read_text(encoding="utf-8")
+    n_sentences = int(re.search(r"stage 0 s2k: bucket S, (\d+) samples", stdout).group(1))
+    assert n_sentences >= 5 * n_records, "one training sample per summary sentence"
+    rows = [json.loads(x) for x in (run / "eval" / "predictions.parsed.jsonl").read_text().splitlines()]
+    gold = {json.loads(x)["id"]: json.loads(x) for x in (run / "data" / "test.jsonl").read_text().splitlines()}
+    flagged = [r for r in rows if "flagged_sentence" in r]
+    assert all(r["flagged_sentence"] in gold[r["id"]]["response"] for r in flagged), "it flags a summary sentence"
+    metrics = json.loads((run / "eval" / "metrics.json").read_text())
+    per_bucket = Counter(g["length_bucket"] for g in gold.values())
+    assert metrics["overall"]["n"] == len(rows) == sum(min(3, per_bucket[b]) for b in "SM"), \
+        "eval.max_per_bucket=3 of buckets S and M"
+    config = json.loads(run.joinpath(*EXPORT, "config.json").read_text())
+    if "discriminative" not in run.name:      # generated verdicts, one per sentence
+        assert config["architectures"] == ["Qwen3ForCausalLM"]
+        assert all(r["raw"] is None or isinstance(r["raw"], str) for r in rows)
+        return
+    assert [r["target_tokens"] for r in log] == [8] * 5, "a head step counts samples: 2 ranks x micro-batch 4"
+    assert config["architectures"] == ["Qwen3ForSequenceClassification"]
+    assert config["id2label"] == {"0": "faithful", "1": "hallucinated"}
+    assert all(len(r["raw"]) == 2 and abs(sum(r["raw"]) - 1) < 1e-5 for r in rows)
+    assert len(flagged) == len(rows) and metrics["overall"]["parse_failures"] == 0
+    # the decision threshold comes from the validation book and travels with the checkpoint
+    assert (run / "data" / "val.jsonl").exists()
+    assert config["decision_threshold"] == metrics["decision_threshold"]
+    assert config["decision_threshold_source"].startswith("validation split")
 
 
 def _unlabelled(gold_path, out_path) -> list[dict]:

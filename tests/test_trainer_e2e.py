@@ -1,6 +1,5 @@
 """The trainer under torchrun with gloo and DeepSpeed ZeRO-3 CPU offload (slow: ~2-3 minutes)."""
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -24,7 +23,7 @@ SMALL = [
     "trainer.loss_chunk_tokens=16",     # several chunks of LM-head logits per sample, recomputed under ZeRO-3
 ]
 # The recipe's whole-source Prompt-E task on the tiny model and a small corpus (the demos'
-# sentence-level task: test_sentence_level_demos_train_and_score)
+# sentence-level task: test_annotate.py::test_sentence_level_demos_train_and_score)
 TINY = ["+exp=longnovel_whole_source_demo", *SMALL]
 
 
@@ -182,38 +181,6 @@ def test_other_zero_stages_train_and_export(tmp_path, zero):
     log = read_train_log(tmp_path)
     assert [r["step"] for r in log] == [1, 2] and log[1]["loss"] < log[0]["loss"] * 1.5
     assert (tmp_path / "checkpoints" / "0-s2k" / "hf" / "model.safetensors").exists()
-
-
-@pytest.mark.parametrize("exp", ["longnovel_discriminative_demo", "longnovel_curriculum_demo"])
-def test_sentence_level_demos_train_and_score(tmp_path, exp):
-    """The demos' sentence-level detectors: response sentences against their evidence, data-parallel
-    over both ranks, a summary judged by its most suspicious sentence."""
-    proc = _ok(torchrun(2, [f"+exp={exp}", *SMALL, f"output_dir={tmp_path}", "optim.micro_batch_size=4"]))
-    log = read_train_log(tmp_path)
-    n_records = sum(1 for line in (tmp_path / "data" / "train.jsonl").read_text().splitlines()
-                    if '"length_bucket": "S"' in line)
-    n_sentences = int(re.search(r"stage 0 s2k: bucket S, (\d+) samples", proc.stdout).group(1))
-    assert n_sentences >= 5 * n_records, "one training sample per summary sentence"
-    rows = [json.loads(x) for x in (tmp_path / "eval" / "predictions.parsed.jsonl").read_text().splitlines()]
-    gold = {json.loads(x)["id"]: json.loads(x) for x in (tmp_path / "data" / "test.jsonl").read_text().splitlines()}
-    flagged = [r for r in rows if "flagged_sentence" in r]
-    assert all(r["flagged_sentence"] in gold[r["id"]]["response"] for r in flagged), "it flags a summary sentence"
-    metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
-    assert metrics["overall"]["n"] == len(rows) == 4
-    config = json.loads((tmp_path / "checkpoints" / "1-s4k" / "hf" / "config.json").read_text())
-    if exp != "longnovel_discriminative_demo":      # generated verdicts, one per sentence
-        assert config["architectures"] == ["Qwen3ForCausalLM"]
-        assert all(r["raw"] is None or isinstance(r["raw"], str) for r in rows)
-        return
-    assert [r["target_tokens"] for r in log] == [8] * 6, "a head step counts samples: 2 ranks x micro-batch 4"
-    assert config["architectures"] == ["Qwen3ForSequenceClassification"]
-    assert config["id2label"] == {"0": "faithful", "1": "hallucinated"}
-    assert all(len(r["raw"]) == 2 and abs(sum(r["raw"]) - 1) < 1e-5 for r in rows)
-    assert len(flagged) == len(rows) and metrics["overall"]["parse_failures"] == 0
-    # the decision threshold comes from the validation book and travels with the checkpoint
-    assert (tmp_path / "data" / "val.jsonl").exists()
-    assert config["decision_threshold"] == metrics["decision_threshold"]
-    assert config["decision_threshold_source"].startswith("validation split")
 
 
 @pytest.mark.parametrize("exp", ["anah_generative_demo", "anah_discriminative_demo"])
