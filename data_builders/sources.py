@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from configs.choices import DataSource
-from configs.schema import DataConfig
+from configs.schema import DataConfig, SFTConfig
 from data_builders.folds import check_folds_config
 from data_builders.importers.longnovel_released import check_released, import_released, import_report
 from data_builders.mixture import mix_records
@@ -59,6 +59,14 @@ class DataRequest:
     template: str                 # the annotator's prompt (`length_template` of it puts records in buckets)
     buckets: tuple[str, ...]      # the length buckets to build (`needed_buckets`)
     seed: int = 0                 # a mixture's draw
+
+    @classmethod
+    def of_run(cls, cfg: SFTConfig) -> DataRequest:
+        """What a run (training, or `eval/run.py`) wants of its data: its template, the length buckets of
+        its stages and evaluation, its seed."""
+        stages = [s.bucket for s in cfg.curriculum.stages]
+        return cls(cfg.task.template, tuple(needed_buckets(stages, list(cfg.eval.buckets), cfg.eval.enabled)),
+                   cfg.trainer.seed)
 
 
 def _released_file(root: Path, split: str) -> Path:

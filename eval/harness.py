@@ -18,7 +18,7 @@ from configs.choices import EvalMethod
 from configs.schema import SFTConfig, with_changes
 from data_builders.folds import deal_all
 from data_builders.records import read_jsonl_to_append, write_jsonl
-from data_builders.sources import DataRequest, build_records, check_data_config, needed_buckets
+from data_builders.sources import DataRequest, build_records, check_data_config
 from eval.backends.in_process import select_eval_records
 from eval.fold_pooling import deal_once, fold_config, pool_folds
 from eval.predictors import PREDICTORS
@@ -26,14 +26,6 @@ from eval.reports.writer import report_text
 from eval.scorers.scoring import score_files
 
 logger = logging.getLogger(__name__)
-
-
-def data_request(cfg: SFTConfig) -> DataRequest:
-    """What a run (training, or `eval/run.py`) wants of its data: its template, the length buckets of
-    its stages and evaluation, its seed."""
-    stages = [s.bucket for s in cfg.curriculum.stages]
-    return DataRequest(cfg.task.template, tuple(needed_buckets(stages, list(cfg.eval.buckets), cfg.eval.enabled)),
-                       cfg.trainer.seed)
 
 
 def _done(path: Path) -> set[str]:
@@ -53,7 +45,7 @@ def run_eval(cfg: SFTConfig) -> dict:
         return run_eval_folds(cfg)
     check_data_config(cfg.data)
     predictor = PREDICTORS[cfg.eval.method].from_config(cfg)
-    splits = build_records(cfg.data, data_request(cfg), predictor.tokenizer)[0]
+    splits = build_records(cfg.data, DataRequest.of_run(cfg), predictor.tokenizer)[0]
     records = select_eval_records(splits["test"], list(cfg.eval.buckets), cfg.eval.max_per_bucket)
     if not records:
         raise ValueError(f"eval.buckets={list(cfg.eval.buckets)}: no test records in these buckets")

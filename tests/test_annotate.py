@@ -48,7 +48,8 @@ def trained(request, tmp_path_factory):
 
 
 def test_sentence_level_demos_train_and_score(trained):
-    """The demos' sentence-level detectors: response sentences against their evidence, data-parallel
+    """The demos' sentence-level detectors (`trained`: longnovel_discriminative_demo and
+    longnovel_curriculum_demo at a small size): response sentences against their evidence, data-parallel
     over both ranks, a summary judged by its most suspicious sentence."""
     run, _ = trained
     log = read_train_log(run)

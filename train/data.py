@@ -33,7 +33,6 @@ from data_builders.sources import (
     in_bucket,
     read_splits,
 )
-from eval.harness import data_request
 from models.builders import is_encoder, resolve_model_path
 from models.kinds import kind_of
 from train.distributed import DistInfo, barrier, on_main_rank
@@ -72,7 +71,7 @@ def check_run_config(cfg: SFTConfig, world: int) -> None:
                         "eval.enabled=true")
     check_only_folds(cfg.data.folds, cfg.data.only_folds)
     known = set(cfg.data.bucket_budgets)
-    for name in data_request(cfg).buckets:
+    for name in DataRequest.of_run(cfg).buckets:
         if name not in known:
             raise DataError(f"bucket {name!r} (curriculum.stages / eval.buckets) is not in "
                             f"data.bucket_budgets {sorted(known)}")

@@ -12,8 +12,7 @@ from pathlib import Path
 import torch
 
 from configs.schema import DataConfig, SFTConfig, StageConfig, TaskConfig, stage_sp_size, to_container
-from data_builders.sources import DataError, in_bucket, train_split
-from eval.harness import data_request
+from data_builders.sources import DataError, DataRequest, in_bucket, train_split
 from eval.reports.tracking import Tracker
 from eval.reports.writer import read_rows
 from models.builders import dtype_choice, load_tokenizer, resolve_model_path
@@ -87,7 +86,7 @@ def train(cfg: SFTConfig, info: DistInfo, continue_dir: Path | None = None) -> d
     cfg, run_dir = agree_on_output_dir(cfg, info)
     base = resolve_model_path(cfg.model.name_or_path)
     tokenizer = load_tokenizer(base)
-    records = prepare_records(cfg.data, data_request(cfg), tokenizer, run_dir, info)
+    records = prepare_records(cfg.data, DataRequest.of_run(cfg), tokenizer, run_dir, info)
     stages = list(cfg.curriculum.stages)
     names = [s.name for s in stages]
     if cfg.trainer.eval_every and not records.get("val"):

@@ -34,11 +34,10 @@ import configs.schema  # noqa: F401  (registers the schemas)
 from configs.schema import typed
 from data_builders.model_inputs.collate import encode_sample, pack_samples, padded_fraction, prompt_ids
 from data_builders.records import read_records, write_jsonl
-from data_builders.sources import build_records
+from data_builders.sources import DataRequest, build_records
 from data_builders.synthetic.length_extension import build_longnovel
 from data_builders.synthetic.novel_corpus import generate_corpus
 from eval.annotate import Annotator
-from eval.harness import data_request
 from eval.scorers.scoring import score_files
 from models.annotator import load_annotator
 from models.builders import dtype_choice, load_causal_lm, load_tokenizer, resolve_model_path, torch_dtype
@@ -138,7 +137,7 @@ def throughput(work: Path, steps: int, long_steps: int, model: str | None = None
     cfg = config_at(lengths[0])
     path = resolve_model_path(cfg.model.name_or_path)
     tok = load_tokenizer(path)
-    records = build_records(cfg.data, data_request(cfg), tok)[0]["train"]
+    records = build_records(cfg.data, DataRequest.of_run(cfg), tok)[0]["train"]
     info = init_distributed(1)
     try:
         return {stage.name: _stage_throughput(config_at(length), path, tok, records, stage, n, info, work)
@@ -177,7 +176,7 @@ def _data_dir(work: Path, books: int | None = None) -> Path:
     if not (out / "train.jsonl").exists():
         cfg = _compose([_stages(1, 1), *([f"data.corpus.n_books={books}"] if books else [])])
         tokenizer = load_tokenizer(resolve_model_path(cfg.model.name_or_path))
-        write_jsonl(out / "train.jsonl", build_records(cfg.data, data_request(cfg), tokenizer)
+        write_jsonl(out / "train.jsonl", build_records(cfg.data, DataRequest.of_run(cfg), tokenizer)
                     [0]["train"])
     return out
 
