@@ -74,3 +74,47 @@ def test_the_rules_see_what_they_forbid():
     assert _offences("x = head is None", head) == []
     assert _offences("ok = p >= threshold", decision) == [1]
     assert _offences("ok = p >= thresholds_seen", decision) == []
+
+
+def _signature_drift(kind_class) -> list[str]:
+    """The methods of a kind whose parameters differ from `Kind`'s (by name and order)."""
+    import inspect
+
+    from models.kinds.kind_spec import Kind
+
+    return [name for name in Kind.__abstractmethods__ | {"task_problem"}
+            if list(inspect.signature(getattr(kind_class, name)).parameters)
+            != list(inspect.signature(getattr(Kind, name)).parameters)]
+
+
+def test_every_kind_is_a_typed_kind_with_kinds_own_method_signatures():
+    import inspect
+
+    from models.kinds import KINDS
+    from models.kinds.kind_spec import Kind
+
+    for name, kind in KINDS.items():
+        assert isinstance(kind, Kind) and kind.name == name
+        assert not _signature_drift(type(kind)), (name, _signature_drift(type(kind)))
+    for name in Kind.__abstractmethods__:
+        method = getattr(Kind, name)
+        params = [p for p in inspect.signature(method).parameters if p not in ("self", "sp")]
+        assert "return" in method.__annotations__ and all(p in method.__annotations__ for p in params), \
+            f"Kind.{name} is not fully annotated"
+
+
+def test_the_kind_rules_see_a_missing_method_and_a_drifted_signature():
+    from models.kinds.discriminative import Discriminative
+    from models.kinds.kind_spec import Kind
+
+    class Incomplete(Kind):
+        name, generates, lora_task = "incomplete", False, "SEQ_CLS"
+
+    with pytest.raises(TypeError, match="abstract"):
+        Incomplete()
+
+    class Drifted(Discriminative):
+        def predict(self, model, tok, inputs, max_new_tokens):      # no `padded`
+            return []
+
+    assert _signature_drift(Drifted) == ["predict"]

@@ -11,24 +11,50 @@ from models.loss import token_loss_sum
 from models.response_lm import ResponseLM
 
 
-def _lm_targets(batch: dict, n_samples: int, sp_rank: int) -> int:
-    return int((batch["shift_labels"] != IGNORE_INDEX).sum())
+class Generative(Kind):
+    name, generates, lora_task = "generative", True, "CAUSAL_LM"
+
+    def encode(self, rec, tok, task):
+        return encode_sample(rec, tok, task.template, task.response_lm)
+
+    def inputs(self, rec, tok, task):
+        return prompt_inputs(rec, tok, task)
+
+    def collate(self, samples, pad_id):
+        return collate(samples, pad_id)
+
+    def load(self, path, head, dtype, attn_implementation, yarn_factor):
+        return load_causal_lm(path, dtype, attn_implementation, yarn_factor)
+
+    def for_inference(self, model):
+        return model
+
+    def for_training(self, module, chunk_tokens):
+        return ResponseLM(module, chunk_tokens)
+
+    def loss_sum(self, model, batch, task, sp_rank, **sp):
+        return token_loss_sum(model, batch, **sp)[0]
+
+    def targets(self, batch, n_samples, sp_rank):
+        return int((batch["shift_labels"] != IGNORE_INDEX).sum())
+
+    def predict(self, model, tok, inputs, max_new_tokens, padded=False):
+        return greedy_completions(model, tok, [x["input_ids"] for x in inputs], max_new_tokens, padded)
+
+    def pool(self, results):
+        return results[0]
+
+    def labels(self, task):
+        return SENTENCE_TYPES if task.scorer == "anah" else head_of("binary").labels
+
+    def thresholded(self, task):
+        return False
+
+    def on_encoder(self, task):
+        return False
+
+    def card_title(self, task):
+        return "generative"
 
 
-KIND = Kind(
-    name="generative", generates=True, lora_task="CAUSAL_LM",
-    encode=lambda rec, tok, task: encode_sample(rec, tok, task.template, task.response_lm),
-    inputs=prompt_inputs,
-    collate=collate,
-    load=lambda path, head, dtype, attn, yarn: load_causal_lm(path, dtype, attn, yarn),
-    for_inference=lambda model: model,
-    for_training=lambda module, chunk_tokens: ResponseLM(module, chunk_tokens),
-    loss_sum=lambda model, batch, task, sp_rank, **kw: token_loss_sum(model, batch, **kw)[0],
-    targets=_lm_targets,
-    predict=lambda model, tok, inputs, new, padded=False: greedy_completions(
-        model, tok, [x["input_ids"] for x in inputs], new, padded),
-    pool=lambda results: results[0],
-    labels=lambda task: SENTENCE_TYPES if task.scorer == "anah" else head_of("binary").labels,
-    thresholded=lambda task: False,
-    on_encoder=lambda task: False,
-    card_title=lambda task: "generative")
+KIND = Generative()

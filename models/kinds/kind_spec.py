@@ -1,47 +1,108 @@
-"""What every kind of annotator provides (`Kind`), and the helpers two kinds share."""
+"""What every kind of annotator provides (`Kind`: typed methods, as torchtitan's `TrainSpec`), and the
+helpers two kinds share."""
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from data_builders.model_inputs.collate import prompt_ids
 from data_builders.model_inputs.pairs import PairTooLong, best_chunk, pair_inputs, uses_pairs, whole_pair
 
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-def _none(task) -> str | None:
-    return None
+    from configs.schema import TaskConfig
+    from models.export_spec import AnnotatorSpec
 
+    Task = TaskConfig | AnnotatorSpec   # a training run's task settings, or an export's spec (the same fields)
 
-@dataclass(frozen=True)
-class Kind:
-    name: str
-    generates: bool            # an LM head writes the answer (else a classification head reads the input):
-                               # packing, response_lm, vLLM and the logits term of the plan
-    lora_task: str             # peft's task type of its LoRA adapters
-    encode: Callable           # (record, tokenizer, task) -> training sample
-    inputs: Callable           # (record, tokenizer, task) -> the model inputs that judge it (an encoder: one per chunk)
-    collate: Callable          # (samples, pad_id) -> batch
-    load: Callable             # (path, head, dtype, attn_implementation, yarn_factor) -> Hugging Face model
-    for_inference: Callable    # (HF model, LoRA-wrapped or not) -> the module that predicts
-    for_training: Callable     # (that module, trainer.loss_chunk_tokens) -> the module that is trained
-    loss_sum: Callable         # (engine or module, batch, task, sp_rank, **sp kwargs) -> summed loss tensor
-    targets: Callable          # (this rank's batch, samples in it, sp_rank) -> how many targets it counts
-    predict: Callable          # (module, tokenizer, inputs, max_new_tokens) -> a result per input
-    pool: Callable             # (results of one record's inputs) -> its prediction row's fields
-    labels: Callable           # task -> the names of what it tells apart
-    thresholded: Callable      # task -> whether its rows carry a hallucination probability to threshold
-    on_encoder: Callable       # task -> whether an encoder backbone (BERT family) can be trained for it
-    card_title: Callable       # (task or export spec) -> how the model card names it
-    task_problem: Callable[[object], str | None] = _none   # task -> what it refuses in the task's settings
-    token_probs: bool = False  # its rows carry a probability per response token (spans at a threshold)
+Record = dict[str, Any]        # a record (data_builders/records.py): id, source, response, label, spans, ...
+Sample = dict[str, Any]        # one training sample: token ids and what it is trained to give
+ModelInput = dict[str, Any]    # what judges a record: a prompt's ids, or one evidence chunk's (evidence, response) pair
+Batch = dict[str, Any]         # collated tensors of samples
+Result = dict[str, Any]        # what the model says of one input: probabilities, token probabilities, a completion
 
 
-def prompt_inputs(rec: dict, tok, task) -> list[dict]:
+class Kind(ABC):
+    """A kind of annotator (`task.kind`): every part of the toolkit that differs by kind asks it."""
+
+    name: ClassVar[str]
+    generates: ClassVar[bool]          # an LM head writes the answer (else a classification head reads the input):
+                                       # packing, response_lm, vLLM and the logits term of the plan
+    lora_task: ClassVar[str]           # peft's task type of its LoRA adapters
+    token_probs: ClassVar[bool] = False   # its rows carry a probability per response token (spans at a threshold)
+
+    @abstractmethod
+    def encode(self, rec: Record, tok: PreTrainedTokenizerBase, task: Task) -> Sample:
+        """A record as a training sample."""
+
+    @abstractmethod
+    def inputs(self, rec: Record, tok: PreTrainedTokenizerBase, task: Task) -> list[ModelInput]:
+        """The model inputs that judge a record (an encoder: one per evidence chunk)."""
+
+    @abstractmethod
+    def collate(self, samples: list[Sample], pad_id: int) -> Batch:
+        """Samples as one batch."""
+
+    @abstractmethod
+    def load(self, path: str, head: str, dtype: str, attn_implementation: str,
+             yarn_factor: float | None) -> PreTrainedModel:
+        """The Hugging Face model at `path`, with this kind's head."""
+
+    @abstractmethod
+    def for_inference(self, model: nn.Module) -> nn.Module:
+        """The module that predicts, around a Hugging Face model (LoRA-wrapped or not)."""
+
+    @abstractmethod
+    def for_training(self, module: nn.Module, chunk_tokens: int) -> nn.Module:
+        """The module that is trained (`trainer.loss_chunk_tokens`: a generative loss in chunks)."""
+
+    @abstractmethod
+    def loss_sum(self, model: nn.Module, batch: Batch, task: Task, sp_rank: int, **sp: Any) -> torch.Tensor:
+        """The batch's summed loss (an engine or a module), with the sequence-parallel keywords."""
+
+    @abstractmethod
+    def targets(self, batch: Batch, n_samples: int, sp_rank: int) -> int:
+        """How many targets this rank's batch counts (the loss is their mean over every rank)."""
+
+    @abstractmethod
+    def predict(self, model: nn.Module, tok: PreTrainedTokenizerBase, inputs: list[ModelInput],
+                max_new_tokens: int, padded: bool = False) -> list[Result]:
+        """A result per input (`padded`: a generative batch of unequal lengths, left-padded)."""
+
+    @abstractmethod
+    def pool(self, results: list[Result]) -> dict[str, Any]:
+        """The results of one record's inputs as its prediction row's fields."""
+
+    @abstractmethod
+    def labels(self, task: Task) -> tuple[str, ...]:
+        """The names of what it tells apart."""
+
+    @abstractmethod
+    def thresholded(self, task: Task) -> bool:
+        """Whether its rows carry a hallucination probability to threshold."""
+
+    @abstractmethod
+    def on_encoder(self, task: Task) -> bool:
+        """Whether an encoder backbone (BERT family) can be trained for the task."""
+
+    @abstractmethod
+    def card_title(self, task: Task) -> str:
+        """How a model card names it."""
+
+    def task_problem(self, task: Task) -> str | None:
+        """What it refuses in the task's settings (None: nothing)."""
+        return None
+
+
+def prompt_inputs(rec: Record, tok: PreTrainedTokenizerBase, task: Task) -> list[ModelInput]:
     """A decoder reads one chat prompt; an encoder reads its (evidence, response) chunks."""
     return pair_inputs(rec, tok) if uses_pairs(tok) else [{"input_ids": prompt_ids(rec, tok, task.template)}]
 
 
-def training_pair(rec: dict, tok) -> dict:
+def training_pair(rec: Record, tok: PreTrainedTokenizerBase) -> ModelInput:
     """An encoder's training input: the evidence chunk most likely to hold the evidence; a pair that
     cannot fit the window comes back whole (longer than the stage's max_seq_len: skipped and counted)."""
     try:
@@ -50,7 +111,7 @@ def training_pair(rec: dict, tok) -> dict:
         return whole_pair(rec, tok)
 
 
-def not_generative(task) -> str | None:
+def not_generative(task: Task) -> str | None:
     if task.response_lm:
         return (f"task.response_lm=true trains the LM head on the response: it needs task.kind=generative, "
                 f"found {task.kind!r}")
