@@ -118,3 +118,32 @@ def test_the_kind_rules_see_a_missing_method_and_a_drifted_signature():
             return []
 
     assert _signature_drift(Drifted) == ["predict"]
+
+
+SCORER_ARITY = {"score": 3, "markdown": 1, "plots": 3, "tables": 1, "summary": 1, "annotation": 2}   # the aliases'
+
+
+def _scorer_drift(scorer) -> list[str]:
+    """The functions of a scorer that take another number of positional parameters than their alias says."""
+    import inspect
+
+    return [field for field, n in SCORER_ARITY.items()
+            if len([p for p in inspect.signature(getattr(scorer, field)).parameters.values()
+                    if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]) != n]
+
+
+def test_every_scorers_functions_take_what_their_type_aliases_say():
+    import typing
+
+    from eval.scorers import SCORERS
+    from eval.scorers.scorer_spec import Scorer
+
+    hints = typing.get_type_hints(Scorer)
+    assert {field: typing.get_args(hints[field])[0] for field in SCORER_ARITY} and all(
+        len(typing.get_args(hints[field])[0]) == n for field, n in SCORER_ARITY.items())
+    for name, scorer in SCORERS.items():
+        assert scorer.name == name and not _scorer_drift(scorer), (name, _scorer_drift(scorer))
+    from dataclasses import replace
+
+    planted = replace(SCORERS["binary"], annotation=lambda rec: {})
+    assert _scorer_drift(planted) == ["annotation"]

@@ -1,12 +1,16 @@
-"""What every scorer provides (`Scorer`), what `train.tools.check_run` reads of any scored run
-(`Summary`), and the formatting its reports share."""
+"""What every scorer provides (`Scorer`, its functions typed by the aliases below, as torchtitan's
+`TrainSpec`), what `train.tools.check_run` reads of any scored run (`Summary`), and the formatting its
+reports share."""
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-Table = tuple[list[str], list[list]]
+Table = tuple[list[str], list[list]]          # a W&B table: its columns and rows
+Metrics = dict[str, Any]                      # what a scorer measured (metrics.json)
+Row = dict[str, Any]                          # a gold record, a prediction row, or a scored row
 
 
 @dataclass(frozen=True)
@@ -20,18 +24,27 @@ class Summary:
     majority: float | None          # the majority class's share (where the classes are unbalanced)
 
 
+ScoreFn = Callable[[list[Row], dict[str, Row], Any], tuple[Metrics, list[Row]]]
+                                              # (gold, predictions by id, BERTScore or None) -> (metrics, scored rows)
+MarkdownFn = Callable[[Metrics], list[str]]   # the report's lines
+PlotsFn = Callable[[Metrics, list[Row], Path], list[str]]    # PNGs written there, beyond the confusion matrix
+TablesFn = Callable[[Metrics], dict[str, Table]]             # W&B tables beyond the predictions
+SummaryFn = Callable[[Metrics], Summary]                     # what train.tools.check_run checks
+AnnotationFn = Callable[[Row, Row], Row]                     # (record, prediction row) -> `eval.annotate`'s fields
+
+
 @dataclass(frozen=True)
 class Scorer:
     name: str
     title: str                       # the report's heading
     gold_fields: tuple[str, ...]     # what every gold record must carry
-    score: Callable                  # (gold, predictions by id, bertscore) -> (metrics, per-record rows)
-    markdown: Callable               # metrics -> report lines
-    plots: Callable                  # (metrics, rows, out_dir) -> PNG names beyond the confusion matrix
-    tables: Callable                 # metrics -> W&B tables beyond the predictions
+    score: ScoreFn
+    markdown: MarkdownFn
+    plots: PlotsFn
+    tables: TablesFn
     labels: tuple                    # the confusion matrix's classes
-    summary: Callable                # metrics -> Summary (what train.tools.check_run checks)
-    annotation: Callable             # (record, prediction row) -> `eval.annotate`'s output fields
+    summary: SummaryFn
+    annotation: AnnotationFn
     labels_note: str = ""
     unit_threshold: bool = False     # it judges spans, not responses: a sentence-level annotator's decision
                                      # threshold is chosen on its units' labels (UHGEval: every response has one)
