@@ -8,12 +8,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 import torch
 from transformers import AutoConfig
 
-from configs.schema import EvalConfig, GroundingConfig, ModelConfig, NliConfig, RagConfig, SFTConfig, TaskConfig
+from configs.schema import (
+    EvalConfig,
+    GroundingConfig,
+    JudgeConfig,
+    ModelConfig,
+    NliConfig,
+    RagConfig,
+    SFTConfig,
+    TaskConfig,
+    VllmConfig,
+)
 from data_builders.common.progress import progress
 from data_builders.model_inputs.collate import prompt_ids, prompt_text
 from data_builders.model_inputs.evidence import evidence_records
@@ -72,8 +81,8 @@ class Inference:
     batch_tokens: int | None = 16384
     dtype: str = "auto"
     attn_implementation: str = "sdpa"
-    vllm: Any = None                       # configs.schema.VllmConfig, for backend=vllm
-    judge: Any = None                      # configs.schema.JudgeConfig, for backend=openai
+    vllm: VllmConfig | None = None         # for backend=vllm
+    judge: JudgeConfig | None = None       # for backend=openai
     buckets: tuple[str, ...] = ("all",)    # validation records: these buckets, at most max_per_bucket each
     max_per_bucket: int | None = None
     threshold_by: str | None = None        # a record field: a binary head's threshold per value of it
