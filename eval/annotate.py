@@ -125,7 +125,7 @@ class Annotator:
                "response": row["response"], "meta": dict(row.get("meta") or {})}
         if row.get("question"):
             rec["question"] = row["question"]
-        if self.spec.scorer == "anah" and not rec["meta"].get("window"):   # as ANAH's builders retrieve it
+        if scorer(self.spec.scorer).one_sentence and not rec["meta"].get("window"):   # as ANAH's builders do
             rec["meta"]["window"] = SourceIndex(source, language).window(rec["response"])
         tokenizer = self.predictor.tokenizer          # None: a grounding export reads words, whatever the length
         if tokenizer is not None and not self.spec.evidence_sentences and not uses_pairs(tokenizer):   # encoders chunk

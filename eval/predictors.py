@@ -310,9 +310,9 @@ class RagPredictor(AnnotatorPredictor):
         return cls(cfg.task, Inference.of(cfg.model, cfg.eval), path, cfg.eval.rag)
 
     def prepare(self, splits, out) -> None:
-        if self.task.scorer == "anah":
+        if scorer(self.task.scorer).one_sentence:
             raise ValueError("eval.method=rag judges summaries block by block; it needs task.scorer "
-                             "longnovel or binary, found anah")
+                             f"longnovel or binary, found {self.task.scorer}")
         if self.task.evidence_sentences:
             raise ValueError("eval.method=rag picks each summary block's article window itself; it needs "
                              f"task.evidence_sentences=0, found {self.task.evidence_sentences}")

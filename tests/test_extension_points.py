@@ -1,6 +1,8 @@
 """Where each decision lives (docs/design.md), checked over the code's comparisons: what differs by
-task kind is in that kind's module (`models/kinds/`), what differs by head is in its entry of
-`data_builders/model_inputs/head_targets.py`, and the decision `p >= t` is written once (`eval/thresholds.py`)."""
+task kind is in that kind's module (`models/kinds/`), what differs by scorer is a field of its entry of
+`SCORERS` (`eval/scorers/`; a generative kind's labels are its scorer's answers), what differs by
+head is in its entry of `data_builders/model_inputs/head_targets.py`, and the decision `p >= t` is
+written once (`eval/thresholds.py`)."""
 import ast
 
 import pytest
@@ -45,7 +47,13 @@ def _thresholds(node: ast.Compare) -> bool:
     return any(isinstance(op, ast.GtE) for op in node.ops) and _name(node.comparators[-1]) in ("threshold", "t")
 
 
+def _compares_scorer(node: ast.Compare) -> bool:
+    operands = [node.left, *node.comparators]
+    return any(_name(x) == "scorer" for x in operands) and any(isinstance(c, str) for c in _constants(_values(node)))
+
+
 RULES = {"a task kind compared": (_compares_kind, ("models/kinds/",)),
+         "a scorer compared by name": (_compares_scorer, ("eval/scorers/", "models/kinds/")),
          "a head compared": (_compares_head, ("models/kinds/", "data_builders/model_inputs/head_targets.py")),
          "the decision p >= t written again": (_thresholds, ("eval/scorers/decisions.py",))}
 
@@ -65,7 +73,7 @@ def test_a_decision_is_made_only_in_its_home(rule):
 
 
 def test_the_rules_see_what_they_forbid():
-    kind, head, decision = (RULES[r][0] for r in RULES)
+    kind, scorer, head, decision = (RULES[r][0] for r in RULES)
     assert _offences('if task.kind == "spans": pass', kind) == [1]
     assert _offences('x = name in ("spans", "other")', kind) == [1]
     assert _offences('x = "spans" in row', kind) == []                  # a key of a row
@@ -73,6 +81,9 @@ def test_the_rules_see_what_they_forbid():
     assert _offences('if task.head != "binary": pass', head) == [1]
     assert _offences("x = head is None", head) == []
     assert _offences("ok = p >= threshold", decision) == [1]
+    assert _offences('if self.spec.scorer == "anah": pass', scorer) == [1]
+    assert _offences('x = task.scorer in ("anah", "binary")', scorer) == [1]
+    assert _offences("x = scorer(task.scorer).one_sentence", scorer) == []
     assert _offences("ok = p >= thresholds_seen", decision) == []
 
 

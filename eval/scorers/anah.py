@@ -126,4 +126,4 @@ def annotation_row(rec: dict, pred: dict) -> dict:
 
 
 SCORER = Scorer("anah", "ANAH sentence annotation", ("type",), score_anah, anah_markdown, no_plots, anah_tables,
-                tuple(SENTENCE_TYPES), anah_summary, annotation_row)
+                tuple(SENTENCE_TYPES), anah_summary, annotation_row, one_sentence=True)

@@ -50,6 +50,8 @@ class Scorer:
                                      # threshold is chosen on its units' labels (UHGEval: every response has one)
     span_f1: bool = False            # it reports character-level span F1: a token-level annotator's threshold
                                      # is chosen for it
+    one_sentence: bool = False       # a record is one response sentence judged against a reference window (ANAH):
+                                     # `eval.annotate` retrieves the window where a row has none; RAG refuses it
 
 
 def pct(x) -> str:
