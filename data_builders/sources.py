@@ -17,7 +17,7 @@ from data_builders.folds import check_folds_config
 from data_builders.importers.longnovel_released import check_released, import_released, import_report
 from data_builders.mixture import mix_records
 from data_builders.model_inputs.collate import encode_sample
-from data_builders.model_inputs.prompts import SENTENCE_CHECK
+from data_builders.model_inputs.prompts import traits
 from data_builders.records import read_records
 from data_builders.sample_cache import encoded_samples
 from data_builders.synthetic.anah_sample import build_anah_sample
@@ -80,7 +80,7 @@ def length_template(template: str) -> str:
     """The prompt whose token count puts a record in its length bucket: a sentence-level task
     (`sentence_check`) counts the whole-document prompt, so that S / M / L hold the same records
     whichever annotator reads them."""
-    return "prompt_e" if template == SENTENCE_CHECK else template
+    return traits(template).length_template or template
 
 
 def _embedded(data: DataConfig, want: DataRequest, tokenizer) -> tuple[dict[str, list[dict]], str]:

@@ -26,7 +26,7 @@ from configs.schema import (
 from data_builders.common.progress import progress
 from data_builders.model_inputs.collate import prompt_ids, prompt_text
 from data_builders.model_inputs.evidence import evidence_records
-from data_builders.model_inputs.prompts import CONSISTENCY, UHGEVAL_KEYWORD, render_messages
+from data_builders.model_inputs.prompts import render_messages, traits
 from data_builders.model_inputs.retrieval import EmbeddingRanker
 from data_builders.sources import train_split
 from eval.aggregation import by_sentence
@@ -194,7 +194,7 @@ class AnnotatorPredictor:
         if self.thresholds_by:
             path = self.thresholds_by["field"]
             self._group_of.update({r["id"]: str(field_value(r, path)) for r in records})
-        if self.task.template == UHGEVAL_KEYWORD:
+        if traits(self.task.template).per_keyword:
             return self._keyword_rows(records, progress, on_result)
         if self.task.evidence_sentences:
             return self._sentence_rows(records, progress, on_result)
@@ -226,7 +226,7 @@ class AnnotatorPredictor:
         return [by_id[r["id"]] for r in records]
 
     def _stamp(self, row: dict, on_result: Write | None) -> None:
-        if "output" in row and self.task.template == CONSISTENCY:    # its "Yes" means faithful: read here
+        if "output" in row and traits(self.task.template).yes_means_faithful:    # read here
             row["label"] = parse_consistency_answer(row["output"])
         if self.threshold is not None and "probs" in row:
             row["threshold"] = self._threshold_of(row["id"])

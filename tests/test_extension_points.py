@@ -1,8 +1,9 @@
 """Where each decision lives (docs/design.md), checked over the code's comparisons: what differs by
-task kind is in that kind's module (`models/kinds/`), what differs by scorer is a field of its entry of
-`SCORERS` (`eval/scorers/`; a generative kind's labels are its scorer's answers), what differs by
-head is in its entry of `data_builders/model_inputs/head_targets.py`, and the decision `p >= t` is
-written once (`eval/thresholds.py`)."""
+task kind is in that kind's module (`models/kinds/`); by scorer, a field of its entry of `SCORERS`
+(`eval/scorers/`; a generative kind's labels are its scorer's answers); by template, one of its traits
+(`data_builders/model_inputs/prompts.py::traits`); by head, its entry of
+`data_builders/model_inputs/head_targets.py`; and the decision `p >= t` is written once
+(`eval/thresholds.py`)."""
 import ast
 
 import pytest
@@ -52,7 +53,16 @@ def _compares_scorer(node: ast.Compare) -> bool:
     return any(_name(x) == "scorer" for x in operands) and any(isinstance(c, str) for c in _constants(_values(node)))
 
 
+def _compares_template(node: ast.Compare) -> bool:
+    """`template == "prompt_b"`, `task.template == UHGEVAL_KEYWORD`: a template's name against a constant's."""
+    values = _values(node)
+    named = [x for x in values if isinstance(x, ast.Name) and x.id.isupper()]
+    return any(_name(x) == "template" for x in [node.left, *node.comparators]) and bool(
+        named or any(isinstance(c, str) for c in _constants(values)))
+
+
 RULES = {"a task kind compared": (_compares_kind, ("models/kinds/",)),
+         "a template compared by name": (_compares_template, ("data_builders/model_inputs/",)),
          "a scorer compared by name": (_compares_scorer, ("eval/scorers/", "models/kinds/")),
          "a head compared": (_compares_head, ("models/kinds/", "data_builders/model_inputs/head_targets.py")),
          "the decision p >= t written again": (_thresholds, ("eval/scorers/decisions.py",))}
@@ -73,7 +83,7 @@ def test_a_decision_is_made_only_in_its_home(rule):
 
 
 def test_the_rules_see_what_they_forbid():
-    kind, scorer, head, decision = (RULES[r][0] for r in RULES)
+    kind, template, scorer, head, decision = (RULES[r][0] for r in RULES)
     assert _offences('if task.kind == "spans": pass', kind) == [1]
     assert _offences('x = name in ("spans", "other")', kind) == [1]
     assert _offences('x = "spans" in row', kind) == []                  # a key of a row
@@ -84,6 +94,9 @@ def test_the_rules_see_what_they_forbid():
     assert _offences('if self.spec.scorer == "anah": pass', scorer) == [1]
     assert _offences('x = task.scorer in ("anah", "binary")', scorer) == [1]
     assert _offences("x = scorer(task.scorer).one_sentence", scorer) == []
+    assert _offences("if self.task.template == UHGEVAL_KEYWORD: pass", template) == [1]
+    assert _offences('x = "prompt_e" if template == "sentence_check" else template', template) == [1]
+    assert _offences("x = traits(self.task.template).per_keyword", template) == []
     assert _offences("ok = p >= thresholds_seen", decision) == []
 
 

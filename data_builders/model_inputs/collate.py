@@ -9,14 +9,14 @@ from __future__ import annotations
 import torch
 
 from data_builders.model_inputs.head_targets import head_of
-from data_builders.model_inputs.prompts import COMPLETION_TEMPLATES, render_messages, render_target, template_for
+from data_builders.model_inputs.prompts import render_messages, render_target, template_for, traits
 
 IGNORE_INDEX = -100
 
 
 def prompt_text(record: dict, tokenizer, template: str) -> str:
     messages = render_messages(record, template)
-    if template_for(record, template) in COMPLETION_TEMPLATES:
+    if traits(template_for(record, template)).completion:
         return messages[0]["content"]
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
@@ -24,7 +24,7 @@ def prompt_text(record: dict, tokenizer, template: str) -> str:
 def prompt_ids(record: dict, tokenizer, template: str = "prompt_e") -> list[int]:
     """The prompt's token ids: the chat template's text as it is, or a plain-text prompt with the special tokens
     the tokenizer adds by itself (a BOS where it has one), as `tokenizer.encode` gives them."""
-    plain = template_for(record, template) in COMPLETION_TEMPLATES
+    plain = traits(template_for(record, template)).completion
     return tokenizer(prompt_text(record, tokenizer, template), add_special_tokens=plain)["input_ids"]
 
 

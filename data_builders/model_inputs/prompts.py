@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
@@ -21,9 +22,29 @@ CONSISTENCY = "consistency"
 # UHGEval's keyword-level question (IAAR-Shanghai/UHGEval, is_kw_hallucinated.txt, Apache-2.0): is one
 # keyword of a news continuation true to reality; the answer starts "不符合现实" (hallucinated) or "符合现实".
 UHGEVAL_KEYWORD = "uhgeval_keyword"
-# Prompts a local model reads as plain text, without its chat template, as their benchmark's own code gives them
-# (UHGEval's local models: `tokenizer.encode(query)`); a served judge gets the text as one user message.
-COMPLETION_TEMPLATES = frozenset({UHGEVAL_KEYWORD})
+
+
+@dataclass(frozen=True)
+class PromptTraits:
+    """What the rest of the toolkit reads of a template besides its text (`traits`), so that no module
+    outside this package compares template names."""
+    completion: bool = False          # read as plain text, without the chat template, as its benchmark's own code
+                                      # gives it (UHGEval's local models: `tokenizer.encode(query)`); a served judge
+                                      # gets the text as one user message
+    per_keyword: bool = False         # one question per keyword of the response (UHGEval), pooled into its row
+    yes_means_faithful: bool = False  # a judge's answer starts Yes or No, Yes for faithful (SummEdits' question)
+    length_template: str | None = None   # the template whose prompt length puts a record in its length bucket
+
+
+TRAITS = {
+    SENTENCE_CHECK: PromptTraits(length_template="prompt_e"),    # S / M / L hold the same records as whole-document
+    CONSISTENCY: PromptTraits(yes_means_faithful=True),
+    UHGEVAL_KEYWORD: PromptTraits(completion=True, per_keyword=True),
+}
+
+
+def traits(template: str) -> PromptTraits:
+    return TRAITS.get(template, PromptTraits())
 
 
 @cache
