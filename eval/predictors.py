@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -24,14 +24,16 @@ from configs.schema import (
     VllmConfig,
 )
 from data_builders.common.progress import progress
-from data_builders.model_inputs.collate import prompt_ids, prompt_text
 from data_builders.model_inputs.evidence import evidence_records
-from data_builders.model_inputs.prompts import render_messages, traits
+from data_builders.model_inputs.prompts import traits
 from data_builders.model_inputs.retrieval import EmbeddingRanker
 from data_builders.sources import train_split
 from eval.aggregation import by_sentence
 from eval.aggregation.by_keyword import keyword_row, keyword_units
-from eval.backends.in_process import predict_records, select_eval_records
+from eval.backends.backend import Write
+from eval.backends.in_process import ONE_PROCESS, InProcess, Shard, select_eval_records
+from eval.backends.served import Judge, Served
+from eval.backends.vllm import Vllm
 from eval.baselines import rag as rag_baseline
 from eval.scorers.decisions import binary_decision
 from eval.scorers.parsers import parse_consistency_answer
@@ -54,21 +56,7 @@ from models.kinds import kind_of
 
 logger = logging.getLogger(__name__)
 
-Write = Callable[[dict], None]
 KEYWORD_RECORDS = 64        # UHGEval items judged together (about 270 keyword prompts), then written
-
-
-def _single(rows: list) -> list[list]:
-    return [rows]
-
-
-@dataclass(frozen=True)
-class Shard:
-    """Which share of the records this process predicts, and how every process's rows are gathered
-    (the trainer's ranks share its final evaluation; `eval/run.py` is one process)."""
-    rank: int = 0
-    world_size: int = 1
-    gather: Callable[[list], list[list]] = field(default=_single)
 
 
 @dataclass(frozen=True)
@@ -112,7 +100,7 @@ class AnnotatorPredictor:
     as `decision_thresholds_by`) take precedence for the records that have such a value.
     """
 
-    def __init__(self, task: TaskConfig | AnnotatorSpec, inference: Inference, path: str, shard: Shard = Shard(),
+    def __init__(self, task: TaskConfig | AnnotatorSpec, inference: Inference, path: str, shard: Shard = ONE_PROCESS,
                  progress: bool = True):
         self.task, self.inference, self.path, self.shard, self.progress = task, inference, path, shard, progress
         self.kind = kind_of(task)
@@ -132,16 +120,18 @@ class AnnotatorPredictor:
         return load_tokenizer(self.path)
 
     def prepare(self, splits: dict[str, list[dict]], out: Path | None = None) -> None:
-        if self._vllm:
-            return                # vLLM loads the model itself
-        if self._served:
-            from eval.backends.served import Judge
-
-            self.judge = Judge(self.inference.judge, self.inference.max_new_tokens)
+        i, t = self.inference, self.task
+        if i.backend == "vllm" and self.kind.generates:            # vLLM loads the model itself
+            self.backend = Vllm(self.path, self.tokenizer, t.template, i.max_new_tokens, i.vllm)
+            return
+        if i.backend == "openai" and self.kind.generates:
+            self.judge = Judge(i.judge, i.max_new_tokens)
+            self.backend = Served(self.judge, self.tokenizer, t.template)
             return
         device = "cuda" if torch.cuda.is_available() else "cpu"
-        i, t = self.inference, self.task
         self.model = load_annotator(self.path, t.kind, t.head, i.dtype, i.attn_implementation).to(device)
+        self.backend = InProcess(self.model, self.tokenizer, t, i.max_new_tokens, i.batch_size, i.batch_tokens,
+                                 i.padded_batches, self.shard)
         if self.kind.thresholded(t):
             self._binary_threshold(splits)
 
@@ -205,25 +195,8 @@ class AnnotatorPredictor:
         by = (self.thresholds_by or {}).get("values") or {}
         return by.get(self._group_of.get(record_id), self.threshold)
 
-    @property
-    def _vllm(self) -> bool:
-        return self.inference.backend == "vllm" and self.kind.generates
-
-    @property
-    def _served(self) -> bool:
-        return self.inference.backend == "openai" and self.kind.generates
-
     def _predicted(self, records: list[dict], progress: bool | None, on_result: Write | None = None) -> list[dict]:
-        i, s = self.inference, self.shard
-        if self._vllm:
-            return self._vllm_rows(records, on_result)
-        if self._served:
-            return self._served_rows(records, progress, on_result)
-        mine = predict_records(self.model, self.tokenizer, records[s.rank::s.world_size], self.task, i.max_new_tokens,
-                               progress=self.progress if progress is None else progress, on_result=on_result,
-                               batch_size=i.batch_size, batch_tokens=i.batch_tokens, padded=i.padded_batches)
-        by_id = {row["id"]: row for part in s.gather(mine) for row in part}
-        return [by_id[r["id"]] for r in records]
+        return self.backend.rows(records, self.progress if progress is None else progress, on_result)
 
     def _stamp(self, row: dict, on_result: Write | None) -> None:
         if "output" in row and traits(self.task.template).yes_means_faithful:    # read here
@@ -265,36 +238,8 @@ class AnnotatorPredictor:
                     on_result(rows[-1])
         return rows
 
-    def _vllm_rows(self, records: list[dict], on_result: Write | None) -> list[dict]:
-        """vLLM decodes every record in this process, from the token ids the HF path and training use."""
-        from eval.backends.vllm import vllm_generate
-
-        i = self.inference
-        prompts = [prompt_ids(r, self.tokenizer, self.task.template) for r in records]
-        outputs = vllm_generate(self.path, prompts, i.max_new_tokens, i.vllm.yarn, i.vllm.tensor_parallel_size,
-                                i.vllm.max_model_len)
-        return _output_rows(records, outputs, on_result)
-
-    def _served_rows(self, records: list[dict], progress: bool | None, on_result: Write | None) -> list[dict]:
-        """The judge's answers to the prompts the HF path renders (the template's chat messages, or with
-        eval.judge.completions the prompt text itself), on the main process only: the endpoint does the batching."""
-        completions = self.judge.config.completions
-        prompts = [prompt_text(r, self.tokenizer, self.task.template) if completions
-                   else render_messages(r, self.task.template) for r in records]
-        outputs = self.judge.answers(prompts, self.progress if progress is None else progress)
-        return _output_rows(records, outputs, on_result)
-
     def predict(self, records: list[dict], write: Write) -> None:
         self.rows(records, on_result=write)
-
-
-def _output_rows(records: list[dict], outputs: list[str], on_result: Write | None) -> list[dict]:
-    """One {"id", "output"} row per record, each handed to `on_result` as well."""
-    rows = [{"id": r["id"], "output": o} for r, o in zip(records, outputs)]
-    for row in rows:
-        if on_result is not None:
-            on_result(row)
-    return rows
 
 
 class RagPredictor(AnnotatorPredictor):

@@ -64,6 +64,7 @@ def test_vllm_gets_the_prompts_of_the_hf_path_sentence_by_sentence(monkeypatch, 
                         lambda path, prompts, *a: handed.extend(prompts) or ['{"verdict": "无幻觉"}'] * len(prompts))
     predictor = AnnotatorPredictor(cfg.task, Inference.of(cfg.model, cfg.eval), path="unused")
     predictor.tokenizer = tokenizer
+    predictor.prepare({})
     rows = predictor.rows([record])
     sentences = evidence_records(record, cfg.task.evidence_sentences, labelled=False)
     assert len(sentences) == 2 and len(rows) == 1 and rows[0]["id"] == "r1"

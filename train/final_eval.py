@@ -8,8 +8,8 @@ from transformers import AutoConfig
 
 from configs.schema import SFTConfig
 from data_builders.records import write_jsonl
-from eval.backends.in_process import select_eval_records
-from eval.predictors import AnnotatorPredictor, Inference, Shard
+from eval.backends.in_process import Shard, select_eval_records
+from eval.predictors import AnnotatorPredictor, Inference
 from eval.reports.writer import write_eval
 from eval.scorers.scoring import scorer
 from models.export_spec import SPEC_FILE, AnnotatorSpec, write_model_card

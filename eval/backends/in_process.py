@@ -4,9 +4,12 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from data_builders.common.progress import progress as progress_of
 from data_builders.sources import in_bucket
+from eval.backends.backend import Row, Write
 from models.generate import length_batches, unbatched_note
 from models.kinds import kind_of
 
@@ -68,3 +71,40 @@ def predict_records(model, tokenizer, records: list[dict], task, max_new_tokens:
                         on_result(rows[i])
                     bar.update(1)
     return [rows[i] for i in range(len(records))]
+
+
+def _single(rows: list) -> list[list]:
+    return [rows]
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Which share of the records this process predicts, and how every process's rows are gathered
+    (the trainer's ranks share its final evaluation; `eval/run.py` is one process)."""
+    rank: int = 0
+    world_size: int = 1
+    gather: Callable[[list], list[list]] = field(default=_single)
+
+
+ONE_PROCESS = Shard()
+
+
+@dataclass(frozen=True)
+class InProcess:
+    """The model in this process (Hugging Face), each process predicting its share (`shard`) of the records."""
+    model: Any                     # the module the kind predicts with (`models.annotator.load_annotator`)
+    tokenizer: Any
+    task: Any                      # a run's task config, or an export's spec
+    max_new_tokens: int
+    batch_size: int
+    batch_tokens: int | None
+    padded: bool
+    shard: Shard = ONE_PROCESS
+
+    def rows(self, records: list[dict], progress: bool, on_result: Write | None) -> list[Row]:
+        s = self.shard
+        mine = predict_records(self.model, self.tokenizer, records[s.rank::s.world_size], self.task,
+                               self.max_new_tokens, progress=progress, on_result=on_result,
+                               batch_size=self.batch_size, batch_tokens=self.batch_tokens, padded=self.padded)
+        by_id = {row["id"]: row for part in s.gather(mine) for row in part}
+        return [by_id[r["id"]] for r in records]

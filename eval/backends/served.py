@@ -20,11 +20,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from configs.schema import JudgeConfig
 from data_builders.common.cache_dir import cache_root
 from data_builders.common.progress import progress as progress_of
+from data_builders.model_inputs.collate import prompt_text
+from data_builders.model_inputs.prompts import render_messages
 from data_builders.records import read_jsonl_to_append
+from eval.backends.backend import Row, Write, output_rows
 
 NO_KEY = "none"        # what a server without authentication is sent (the client insists on a key)
 
@@ -175,6 +179,20 @@ class Judge:
         except openai.APIStatusError as e:
             raise JudgeError(f"{c.base_url} answered {e.status_code} after {c.max_retries} retries: {e.message}; "
                              "run the same command again to continue: answers so far are cached") from None
+
+
+@dataclass(frozen=True)
+class Served:
+    """A served model's answers to the prompts the HF path renders (the template's chat messages, or with
+    eval.judge.completions the prompt text itself), on the main process only: the endpoint does the batching."""
+    judge: Judge
+    tokenizer: Any
+    template: str
+
+    def rows(self, records: list[dict], progress: bool, on_result: Write | None) -> list[Row]:
+        prompts = [prompt_text(r, self.tokenizer, self.template) if self.judge.config.completions
+                   else render_messages(r, self.template) for r in records]
+        return output_rows(records, self.judge.answers(prompts, progress), on_result)
 
 
 def cache_file(config: JudgeConfig) -> Path:

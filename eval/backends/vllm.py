@@ -4,7 +4,13 @@ for models with a native long window (GLM-4-9B)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from configs.schema import VllmConfig
+from data_builders.model_inputs.collate import prompt_ids
+from eval.backends.backend import Row, Write, output_rows
 
 YARN_FACTORS = {"qwen": 4.0, "internlm": 4.0, "llama": 8.0}
 
@@ -39,3 +45,20 @@ def vllm_generate(model_dir: str, prompts: list[list[int]], max_new_tokens: int,
     params = SamplingParams(temperature=0.0, max_tokens=max_new_tokens)
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params)
     return [o.outputs[0].text for o in outs]
+
+
+@dataclass(frozen=True)
+class Vllm:
+    """vLLM decodes every record in this process, from the token ids the HF path and training use."""
+    path: str
+    tokenizer: Any
+    template: str
+    max_new_tokens: int
+    config: VllmConfig
+
+    def rows(self, records: list[dict], progress: bool, on_result: Write | None) -> list[Row]:
+        prompts = [prompt_ids(r, self.tokenizer, self.template) for r in records]
+        c = self.config
+        outputs = vllm_generate(self.path, prompts, self.max_new_tokens, c.yarn, c.tensor_parallel_size,
+                                c.max_model_len)
+        return output_rows(records, outputs, on_result)
