@@ -126,7 +126,7 @@ class AnnotatorPredictor:
             return
         if i.backend == "openai" and self.kind.generates:
             self.judge = Judge(i.judge, i.max_new_tokens)
-            self.backend = Served(self.judge, self.tokenizer, t.template)
+            self.backend = Served(self.judge, self.tokenizer if i.judge.completions else None, t.template)
             return
         device = "cuda" if torch.cuda.is_available() else "cpu"
         self.model = load_annotator(self.path, t.kind, t.head, i.dtype, i.attn_implementation).to(device)

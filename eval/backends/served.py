@@ -186,7 +186,7 @@ class Served:
     """A served model's answers to the prompts the HF path renders (the template's chat messages, or with
     eval.judge.completions the prompt text itself), on the main process only: the endpoint does the batching."""
     judge: Judge
-    tokenizer: Any
+    tokenizer: Any             # renders the prompt text with eval.judge.completions (else unused: None)
     template: str
 
     def rows(self, records: list[dict], progress: bool, on_result: Write | None) -> list[Row]:
