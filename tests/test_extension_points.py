@@ -163,8 +163,7 @@ def test_every_scorers_functions_take_what_their_type_aliases_say():
     from eval.scorers.scorer_spec import Scorer
 
     hints = typing.get_type_hints(Scorer)
-    assert {field: typing.get_args(hints[field])[0] for field in SCORER_ARITY} and all(
-        len(typing.get_args(hints[field])[0]) == n for field, n in SCORER_ARITY.items())
+    assert all(len(typing.get_args(hints[field])[0]) == n for field, n in SCORER_ARITY.items())
     for name, scorer in SCORERS.items():
         assert scorer.name == name and not _scorer_drift(scorer), (name, _scorer_drift(scorer))
     from dataclasses import replace
