@@ -99,3 +99,39 @@ def test_every_sub_package_says_in_one_line_what_lives_there():
             continue
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
         assert doc, f"{init.relative_to(REPO)} has no docstring"
+
+
+def name_collisions(paths: list[str]) -> list[str]:
+    """Modules named alike for different things: the same file name in two places, or two names of one
+    package that differ only by an ending (predict / predictors, score / scoring)."""
+    by_name: dict[str, list[str]] = {}
+    for path in paths:
+        if not path.endswith("/__init__.py"):
+            by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+    found = [f"{name}: {', '.join(sorted(where))}" for name, where in sorted(by_name.items()) if len(where) > 1]
+    by_package: dict[str, list[str]] = {}
+    for path in paths:
+        package, _, name = path.rpartition("/")
+        by_package.setdefault(package, []).append(name.removesuffix(".py"))
+    for package, names in sorted(by_package.items()):
+        found += [f"{package}: {a} / {b}" for a in sorted(names) for b in sorted(names) if a < b and _alike(a, b)]
+    return found
+
+
+ENDINGS = ("s", "es", "ed", "er", "ner", "ers", "ing", "ion", "ions", "or", "ors")
+
+
+def _alike(a: str, b: str) -> bool:
+    stem = a.removesuffix("e")     # score / scoring
+    rest = b[len(stem):]
+    return len(stem) >= 3 and b.startswith(stem) and (rest in ENDINGS or rest in tuple("e" + e for e in ENDINGS))
+
+
+def test_no_two_modules_are_named_alike_for_different_things():
+    paths = [str(p.relative_to(REPO)) for floor in FLOORS for p in sorted((REPO / floor).rglob("*.py"))]
+    assert not name_collisions(paths)
+    planted = ["eval/scorers/summedits.py", "data_builders/importers/summedits.py", "eval/predict.py",
+               "eval/predictors.py", "eval/score.py", "eval/scoring.py", "eval/run.py", "eval/runner.py"]
+    assert name_collisions(planted) == ["summedits.py: data_builders/importers/summedits.py, eval/scorers/summedits.py",
+                                        "eval: predict / predictors", "eval: run / runner",
+                                        "eval: score / scoring"]

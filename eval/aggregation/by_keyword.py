@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from eval.aggregation.by_sentence import token_usage
 from eval.scorers.parsers import parse_uhgeval_keyword_answer
-from eval.scorers.uhgeval import balanced_keywords
+from eval.scorers.uhgeval_keywords import balanced_keywords
 
 
 def keyword_units(record: dict) -> list[dict]:
