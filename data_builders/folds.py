@@ -104,15 +104,10 @@ def pooled_files(root: Path) -> list[Path]:
     return files
 
 
-def check_folds_config(d: DataConfig) -> None:
+def check_fold_files(d: DataConfig) -> None:
     """`data.folds=k`: records of the shared schema under data.root, from at least k sources."""
-    if d.source != "records":
-        raise ValueError(f"data.folds={d.folds} deals a records directory into folds: it needs data.source=records, "
-                         f"found {d.source}")
     if not d.root or not Path(d.root).is_dir():
         raise ValueError(f"data.folds={d.folds} needs data.root=<a directory of records files>, found {d.root!r}")
-    if not 0 <= d.fold_val_fraction < 1:
-        raise ValueError(f"data.fold_val_fraction: expected 0 <= x < 1, found {d.fold_val_fraction}")
     missing = [root for root in d.fold_extra_train if not Path(root).is_dir()]
     if missing:
         raise ValueError(f"data.fold_extra_train: expected directories of records files, found no directory {missing}")

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from configs.choices import DataSource
+from configs.rules import ALL, UNION, run_buckets
 from configs.schema import DataConfig, SFTConfig
-from data_builders.folds import check_folds_config
+from data_builders.folds import check_fold_files
 from data_builders.importers.longnovel_released import check_released, import_released, import_report
 from data_builders.mixture import mix_records
 from data_builders.model_inputs.collate import encode_sample
@@ -23,9 +24,6 @@ from data_builders.sample_cache import encoded_samples
 from data_builders.synthetic.anah_sample import build_anah_sample
 from data_builders.synthetic.length_extension import BuildReport, build_longnovel
 from data_builders.synthetic.novel_corpus import generate_corpus
-
-ALL = "all"   # a stage or evaluation bucket that takes every record, whatever its length bucket
-UNION = "+"   # "S+M": the records of several length buckets
 
 
 class DataError(ValueError):
@@ -45,28 +43,18 @@ def in_bucket(records: list[dict], bucket: str) -> list[dict]:
     return [r for r in records if r.get("length_bucket") in names]
 
 
-def needed_buckets(stage_buckets: list[str], eval_buckets: list[str], evaluates: bool) -> list[str]:
-    """The length buckets a run builds: its stages' and its evaluation's. A stage over "all" takes the
-    evaluation's buckets even without evaluation (they say what the corpus is built in)."""
-    names = list(stage_buckets) + (list(eval_buckets) if evaluates or ALL in stage_buckets else [])
-    names = [part for n in names if n != ALL for part in n.split(UNION)]
-    return sorted(set(names), key=names.index)
-
-
 @dataclass(frozen=True)
 class DataRequest:
     """What a run wants of its data besides the `data` section."""
     template: str                 # the annotator's prompt (`length_template` of it puts records in buckets)
-    buckets: tuple[str, ...]      # the length buckets to build (`needed_buckets`)
+    buckets: tuple[str, ...]      # the length buckets to build (`configs.rules.needed_buckets`)
     seed: int = 0                 # a mixture's draw
 
     @classmethod
     def of_run(cls, cfg: SFTConfig) -> DataRequest:
         """What a run (training, or `eval/run.py`) wants of its data: its template, the length buckets of
         its stages and evaluation, its seed."""
-        stages = [s.bucket for s in cfg.curriculum.stages]
-        return cls(cfg.task.template, tuple(needed_buckets(stages, list(cfg.eval.buckets), cfg.eval.enabled)),
-                   cfg.trainer.seed)
+        return cls(cfg.task.template, tuple(run_buckets(cfg.curriculum, cfg.eval)), cfg.trainer.seed)
 
 
 def _released_file(root: Path, split: str) -> Path:
@@ -176,23 +164,19 @@ SOURCES: dict[str, Source] = {
 }
 
 
-def check_data_config(data: DataConfig) -> None:
-    """What `data.source` needs, checked before anything is loaded and before any process group
-    (every command that reads data): the directories, the split files, and every row of them."""
+def check_data_files(data: DataConfig) -> None:
+    """What `data.source` reads, checked before anything is loaded and before any process group (every
+    command that reads data, after `configs.rules` has checked the keys): the directories, the split
+    files, and every row of them."""
     if data.folds:
-        return check_folds_config(data)    # each fold's directory is written by the run itself
+        return check_fold_files(data)    # each fold's directory is written by the run itself
     source = SOURCES[data.source]
     if source.needs_root:
         if not data.root or not Path(data.root).is_dir():
             raise DataError(f"data.source={data.source} needs data.root=<a directory>, found {data.root!r}")
         for path in source.files(Path(data.root)).values():
             source.check_file(path)
-    if data.source == DataSource.anah_embedded and data.corpus.language != "zh":
-        raise DataError(f"data.source=anah_embedded builds Chinese ANAH-style answers: it needs "
-                        f"data.corpus.language=zh, found {data.corpus.language}")
     if data.source == DataSource.mixture:
-        if not data.mixture:
-            raise DataError("data.source=mixture needs data.mixture: a list of {name, root, weight}")
         for i, src in enumerate(data.mixture):
             if not Path(src.root).is_dir():
                 raise DataError(f"data.mixture[{i}] ({src.name}): root {src.root!r} is not a directory")

@@ -14,11 +14,11 @@ import logging
 import time
 from pathlib import Path
 
-from configs.choices import EvalMethod
+from configs.rules import check_evaluation
 from configs.schema import SFTConfig, with_changes
 from data_builders.folds import deal_all
 from data_builders.records import read_jsonl_to_append, write_jsonl
-from data_builders.sources import DataRequest, build_records, check_data_config
+from data_builders.sources import DataRequest, build_records, check_data_files
 from eval.backends.in_process import select_eval_records
 from eval.fold_pooling import deal_once, fold_config, pool_folds
 from eval.predictors import PREDICTORS
@@ -34,16 +34,10 @@ def _done(path: Path) -> set[str]:
 
 
 def run_eval(cfg: SFTConfig) -> dict:
-    if cfg.eval.export and cfg.eval.method != EvalMethod.grounding:
-        raise ValueError(f"eval.export={cfg.eval.export} writes a fitted grounding annotator (eval.method=grounding), "
-                         f"found eval.method={cfg.eval.method}; a trained model's export is written by train/sft.py "
-                         "(<run>/checkpoints/<i>-<stage>/hf)")
+    check_evaluation(cfg)
     if cfg.data.folds:
-        if cfg.eval.method == EvalMethod.annotator:
-            raise ValueError(f"data.folds={cfg.data.folds}: eval/run.py scores one model on one test split; a "
-                             "fold's export is scored with data.folds=0 data.root=<run>/folds/fold_<i>")
         return run_eval_folds(cfg)
-    check_data_config(cfg.data)
+    check_data_files(cfg.data)
     predictor = PREDICTORS[cfg.eval.method].from_config(cfg)
     splits = build_records(cfg.data, DataRequest.of_run(cfg), predictor.tokenizer)[0]
     records = select_eval_records(splits["test"], list(cfg.eval.buckets), cfg.eval.max_per_bucket)
@@ -82,7 +76,7 @@ def run_eval_folds(cfg: SFTConfig) -> dict:
     """A method prepared on each fold's train and val parts (grounding, nli, rag), cross-validated in
     one launch: the folds dealt as training deals them (train/cross_validation.py), each fold's test part
     predicted in <output_dir>/fold_<i>/eval, then the k test parts pooled into <output_dir>/eval."""
-    check_data_config(cfg.data)
+    check_data_files(cfg.data)
     run_dir = Path(cfg.output_dir)
     deal_once(cfg.data, run_dir / "folds")
     for i in range(cfg.data.folds):

@@ -258,9 +258,6 @@ class RagPredictor(AnnotatorPredictor):
         if scorer(self.task.scorer).one_sentence:
             raise ValueError("eval.method=rag judges summaries block by block; it needs task.scorer "
                              f"longnovel or binary, found {self.task.scorer}")
-        if self.task.evidence_sentences:
-            raise ValueError("eval.method=rag picks each summary block's article window itself; it needs "
-                             f"task.evidence_sentences=0, found {self.task.evidence_sentences}")
         super().prepare(splits, out)
         self.embedder = EmbeddingRanker(self.rag.embedder)
 
@@ -277,8 +274,6 @@ class NliPredictor:
     """SummaC zero-shot or HaluMap scores, thresholded at a value chosen on the validation split."""
 
     def __init__(self, nli: NliConfig, inference: Inference, tokenizer_path: str | None):
-        if not nli.model:
-            raise ValueError("eval.method=nli needs eval.nli.model=<a local Hugging Face NLI model directory>")
         self.nli, self.inference, self.tokenizer_path = nli, inference, tokenizer_path
 
     @classmethod
@@ -346,9 +341,6 @@ class GroundingPredictor:
 
     @classmethod
     def from_config(cls, cfg: SFTConfig) -> GroundingPredictor:
-        if cfg.data.source != "records":
-            raise ValueError(f"eval.method=grounding reads records with a source and a response: it needs "
-                             f"data.source=records, found data.source={cfg.data.source}")
         return cls(cfg.eval.grounding, Inference.of(cfg.model, cfg.eval), cfg.data.root, cfg.data.fold_by)
 
     def prepare(self, splits: dict[str, list[dict]], out: Path) -> None:

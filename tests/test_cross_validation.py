@@ -125,12 +125,12 @@ def test_launches_side_by_side_train_their_own_folds_and_the_last_one_pools(tmp_
 
 
 def test_only_folds_outside_the_folds_is_refused():
-    from train.data import DataError, check_only_folds
+    from configs.rules import ConfigError, check_only_folds
 
     check_only_folds(3, [0, 2])
-    with pytest.raises(DataError, match=r"fold numbers 0 to 2 of data.folds=3, found \[3\]"):
+    with pytest.raises(ConfigError, match=r"fold numbers 0 to 2 of data.folds=3, found \[3\]"):
         check_only_folds(3, [3])
-    with pytest.raises(DataError, match="data.folds is 0"):
+    with pytest.raises(ConfigError, match="data.folds is 0"):
         check_only_folds(0, [0])
 
 

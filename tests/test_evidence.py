@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from configs.rules import ConfigError, check_task
 from configs.schema import TaskConfig
 from data_builders.model_inputs.anah_prompts import SourceIndex, _terms
 from data_builders.model_inputs.evidence import evidence_records
@@ -16,7 +17,7 @@ from data_builders.synthetic.length_extension import context_records
 from data_builders.synthetic.novel_corpus import generate_corpus
 from data_builders.synthetic.novel_lexicon import VERBS
 from eval.aggregation.by_sentence import aggregate, flagged_sentences
-from train.data import check_task_config, sentence_pools
+from train.data import sentence_pools
 
 
 def test_marks_the_characters_the_evidence_lacks_and_never_punctuation():
@@ -187,8 +188,8 @@ def test_a_generated_record_speaks_for_its_first_hallucinated_sentence():
 ])
 def test_task_config_refuses_evidence_without_a_binary_head(changes, message):
     task = OmegaConf.structured(TaskConfig(**changes))
-    with pytest.raises(DataError, match=message):
-        check_task_config(task)
+    with pytest.raises(ConfigError, match=message):
+        check_task(task)
 
 
 @pytest.mark.parametrize("language, text, clauses", [

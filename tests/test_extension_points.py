@@ -61,10 +61,12 @@ def _compares_template(node: ast.Compare) -> bool:
         named or any(isinstance(c, str) for c in _constants(values)))
 
 
-RULES = {"a task kind compared": (_compares_kind, ("models/kinds/",)),
+# configs/rules.py: what a kind or a head refuses of the configuration (its one home, before anything loads)
+RULES = {"a task kind compared": (_compares_kind, ("models/kinds/", "configs/rules.py")),
          "a template compared by name": (_compares_template, ("data_builders/model_inputs/",)),
          "a scorer compared by name": (_compares_scorer, ("eval/scorers/", "models/kinds/")),
-         "a head compared": (_compares_head, ("models/kinds/", "data_builders/model_inputs/head_targets.py")),
+         "a head compared": (_compares_head, ("models/kinds/", "data_builders/model_inputs/head_targets.py",
+                                              "configs/rules.py")),
          "the decision p >= t written again": (_thresholds, ("eval/scorers/decisions.py",))}
 
 
@@ -106,7 +108,7 @@ def _signature_drift(kind_class) -> list[str]:
 
     from models.kinds.kind_spec import Kind
 
-    return [name for name in Kind.__abstractmethods__ | {"task_problem"}
+    return [name for name in Kind.__abstractmethods__
             if list(inspect.signature(getattr(kind_class, name)).parameters)
             != list(inspect.signature(getattr(Kind, name)).parameters)]
 

@@ -51,7 +51,7 @@ def test_folds_of_faithbench_keep_every_article_whole(tmp_path):
 
 def test_another_benchmark_joins_every_training_part_and_never_a_test_source(tmp_path):
     from configs.schema import DataConfig
-    from data_builders.folds import check_folds_config, deal_folds
+    from data_builders.folds import check_fold_files, deal_folds
 
     root, other = tmp_path / "bench", tmp_path / "other_bench"
     records = _records([4, 4, 4, 4])
@@ -73,5 +73,5 @@ def test_another_benchmark_joins_every_training_part_and_never_a_test_source(tmp
     with pytest.raises(ValueError, match="record 's0-0' of .* shares its source or id with a record of data.root"):
         deal_folds(config, tmp_path / "folds2")
     with pytest.raises(ValueError, match=r"data.fold_extra_train: expected directories of records files, found no dir"):
-        check_folds_config(DataConfig(source="records", root=str(root), folds=2,
-                                      fold_extra_train=[str(tmp_path / "missing")]))
+        check_fold_files(DataConfig(source="records", root=str(root), folds=2,
+                                    fold_extra_train=[str(tmp_path / "missing")]))

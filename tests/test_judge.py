@@ -122,13 +122,13 @@ def test_a_missing_key_or_an_unreachable_server_is_one_line(server, tmp_path):
 def test_a_training_run_refuses_the_served_judge_for_its_own_final_evaluation():
     from hydra import compose, initialize_config_dir
 
+    from configs.rules import ConfigError
     from configs.schema import typed
-    from data_builders.sources import DataError
     from train.data import check_run_config
 
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
         cfg = typed(compose("sft", overrides=["+exp=longnovel_curriculum_demo", "eval.backend=openai"]))
-    with pytest.raises(DataError, match="eval/run.py"):
+    with pytest.raises(ConfigError, match="eval/run.py"):
         check_run_config(cfg, 2)
 
 

@@ -73,7 +73,8 @@ def test_empty_stage_fails(tokenizer):
 
 
 def test_a_stage_takes_one_bucket_several_or_all():
-    from data_builders.sources import in_bucket, needed_buckets
+    from configs.rules import needed_buckets
+    from data_builders.sources import in_bucket
 
     records = [{"id": b, "length_bucket": b} for b in "SML"]
     assert [r["id"] for r in in_bucket(records, "M")] == ["M"]

@@ -8,15 +8,12 @@ from pathlib import Path
 
 import torch
 
+from configs.rules import check_training
 from configs.schema import (
     DataConfig,
-    ModelConfig,
-    OptimConfig,
-    ParallelConfig,
     SFTConfig,
     StageConfig,
     TaskConfig,
-    stage_sp_size,
 )
 from data_builders.model_inputs.collate import pack_samples
 from data_builders.model_inputs.evidence import EVIDENCE_VERSION
@@ -29,98 +26,24 @@ from data_builders.sources import (
     DataRequest,
     bucket_parts,
     build_records,
-    check_data_config,
+    check_data_files,
     in_bucket,
     read_splits,
 )
 from models.builders import is_encoder, resolve_model_path
 from models.kinds import kind_of
 from train.distributed import DistInfo, barrier, on_main_rank
-from train.parallel_dims import stage_dims
 
 logger = logging.getLogger(__name__)
 
 
 def check_run_config(cfg: SFTConfig, world: int) -> None:
     """Errors a user can fix in a training run of `world` ranks, raised before any process group
-    exists (train/sft.py) or any job is submitted (slurm/submit.py): the model path, the curriculum,
-    the parallel layout, the task, the data (every row of its files)."""
-    resolve_model_path(cfg.model.name_or_path)
-    if not cfg.curriculum.stages:
-        raise DataError("curriculum.stages is empty: at least one stage is needed")
-    check_task_config(cfg.task)
-    check_backbone_config(cfg)
-    check_parallel_config(cfg, world)
-    layers = cfg.model.trainable_layers
-    if layers is not None and (layers < 1 or cfg.model.lora.enabled):
-        raise DataError(f"model.trainable_layers={layers}: expected null (train every layer) or N >= 1 top layers "
-                        f"trained in full, without LoRA adapters (model.lora.enabled={cfg.model.lora.enabled})")
-    keep = cfg.trainer.keep_checkpoints
-    if keep is not None and keep < 1:
-        raise DataError(f"trainer.keep_checkpoints: expected null (keep all) or at least 1 (a run always keeps "
-                        f"its newest mid-stage checkpoint), found {keep}")
-    t = cfg.trainer
-    if t.eval_every < 0 or t.early_stopping_patience < 0 or (t.early_stopping_patience and not t.eval_every):
-        raise DataError(f"trainer.early_stopping_patience={t.early_stopping_patience} counts validation points: it "
-                        f"needs trainer.eval_every > 0, found {t.eval_every} (both >= 0)")
-    if cfg.eval.backend == "openai":
-        raise DataError("eval.backend=openai sends prompts to a served judge: that is eval/run.py's, not a training "
-                        "run's final evaluation (which scores the run's own export); use eval.backend=hf or vllm here")
-    if cfg.data.folds and not cfg.eval.enabled:
-        raise DataError(f"data.folds={cfg.data.folds} scores every record in its fold's test part: it needs "
-                        "eval.enabled=true")
-    check_only_folds(cfg.data.folds, cfg.data.only_folds)
-    known = set(cfg.data.bucket_budgets)
-    for name in DataRequest.of_run(cfg).buckets:
-        if name not in known:
-            raise DataError(f"bucket {name!r} (curriculum.stages / eval.buckets) is not in "
-                            f"data.bucket_budgets {sorted(known)}")
-    check_data_config(cfg.data)
-
-
-def check_only_folds(folds: int, only: list[int] | None) -> None:
-    if only is not None and (not folds or any(not 0 <= i < folds for i in only)):
-        raise DataError(f"data.only_folds: expected fold numbers 0 to {folds - 1} of data.folds={folds}, "
-                        f"found {list(only)}" + ("" if folds else " (data.folds is 0: no cross-validation)"))
-
-
-def stage_grad_accum(optim: OptimConfig, stage: StageConfig | None) -> tuple[int, str]:
-    """A stage's gradient accumulation and the key it comes from: its own `grad_accum`, else
-    `optim.grad_accum` (also for stage None, the run's default)."""
-    if stage is not None and stage.grad_accum is not None:
-        return stage.grad_accum, f"curriculum stage {stage.name!r} grad_accum"
-    return optim.grad_accum, "optim.grad_accum"
-
-
-def check_parallel_config(cfg: SFTConfig, world: int) -> None:
-    check_ring_config(cfg.parallel, cfg.model)
-    for stage in [None, *cfg.curriculum.stages]:
-        dims = stage_dims(cfg.parallel, stage, world)       # validated before any process group exists
-        sp, key = dims.sp_size, dims.key
-        accum, accum_key = stage_grad_accum(cfg.optim, stage)
-        if accum < 1:
-            raise ValueError(f"{accum_key}={accum}: expected >= 1")
-        if cfg.data.packing and (not kind_of(cfg.task).generates or cfg.optim.micro_batch_size != 1
-                                 or (sp > 1 and cfg.parallel.sp_mode != "zigzag_varlen")):
-            raise ValueError("data.packing=true packs generative samples into one row per micro-batch: it needs "
-                             f"task.kind=generative (found {cfg.task.kind}), optim.micro_batch_size=1 (found "
-                             f"{cfg.optim.micro_batch_size}) and, with {key} > 1, parallel.sp_mode=zigzag_varlen")
-        if sp > 1 and cfg.optim.micro_batch_size != 1:
-            raise ValueError(f"{key}={sp} needs optim.micro_batch_size=1 (found {cfg.optim.micro_batch_size}); "
-                             "raise optim.grad_accum instead")
-
-
-def check_ring_config(parallel: ParallelConfig, model: ModelConfig) -> None:
-    impl, kernel = parallel.ring_impl, parallel.ring_kernel
-    needs_cuda = {"parallel.ring_impl=ring_flash_attn": impl == "ring_flash_attn",
-                  "parallel.ring_kernel=flash_attn": kernel == "flash_attn"}
-    for key, wanted in needs_cuda.items():
-        if wanted and not torch.cuda.is_available():
-            raise ValueError(f"{key} runs on CUDA only, and this machine has no CUDA device; use the defaults "
-                             "(parallel.ring_impl=ring, parallel.ring_kernel=torch)")
-    if impl == "ring_flash_attn" and model.dtype in ("float32", "fp32"):
-        raise ValueError(f"parallel.ring_impl=ring_flash_attn with model.dtype={model.dtype}: its zigzag "
-                         "backward is wrong for fp32 inputs; use bf16 or parallel.ring_impl=ring")
+    exists (train/sft.py) or any job is submitted (slurm/submit.py): the model path, the configuration
+    (`configs.rules`), the data (every row of its files)."""
+    path = resolve_model_path(cfg.model.name_or_path)
+    check_training(cfg, world, encoder=is_encoder(path), cuda=torch.cuda.is_available())
+    check_data_files(cfg.data)
 
 
 def prepare_records(data: DataConfig, request: DataRequest, tokenizer, run_dir: Path,
@@ -158,36 +81,6 @@ def encoder(task: TaskConfig):
     """record -> training sample, for the task's kind."""
     encode = kind_of(task).encode
     return lambda rec, tok: encode(rec, tok, task)
-
-
-def check_backbone_config(cfg: SFTConfig) -> None:
-    """What an encoder backbone (BERT family) can be trained for: a binary head or a span head on
-    records, at sequence-parallel degree 1, without packing or LoRA."""
-    if not is_encoder(resolve_model_path(cfg.model.name_or_path)):
-        return
-    where = f"model.name_or_path={cfg.model.name_or_path} is an encoder"
-    t = cfg.task
-    if not kind_of(t).on_encoder(t):
-        raise DataError(f"{where}: it trains a binary head (task.kind=discriminative task.head=binary) or a span "
-                        f"head (task.kind=spans), found task.kind={t.kind} task.head={t.head}")
-    if cfg.data.source != "records":
-        raise DataError(f"{where}: it reads the (evidence, response) pairs of records (data.source=records: a "
-                        f"converted benchmark, your own JSONL); data.source={cfg.data.source} builds Chinese samples "
-                        "for a decoder's chat prompt")
-    sp = max(stage_sp_size(cfg.parallel, s) for s in [None, *cfg.curriculum.stages])
-    if sp > 1 or cfg.data.packing or cfg.model.lora.enabled:
-        raise DataError(f"{where}: it reads (evidence, response) pairs in windows of its own length, whole on one "
-                        f"device and in full: it needs parallel.sp_size=1 (found {sp}), data.packing=false and "
-                        "model.lora.enabled=false")
-
-
-def check_task_config(task: TaskConfig) -> None:
-    if task.evidence_sentences < 0:
-        raise DataError(f"task.evidence_sentences: expected 0 (the whole source) or k > 0, "
-                        f"found {task.evidence_sentences}")
-    problem = kind_of(task).task_problem(task)
-    if problem:
-        raise DataError(problem)
 
 
 def _evidence_pool(records: list[dict], k: int, unit: str) -> dict:

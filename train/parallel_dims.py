@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from configs.rules import check_sp, sp_key
 from configs.schema import CurriculumConfig, ParallelConfig, SlurmConfig, StageConfig, stage_sp_size
 
 
@@ -36,9 +37,7 @@ class ParallelDims:
     key: str = field(default="parallel.sp_size", compare=False)     # the config key, for errors
 
     def __post_init__(self):
-        if self.sp_size < 1 or self.world_size % self.sp_size:
-            raise ValueError(f"{self.key}={self.sp_size} must be >= 1 and divide the number of "
-                             f"ranks {self.world_size} (world_size % sp_size == 0)")
+        check_sp(self.key, self.sp_size, self.world_size)
 
     @property
     def dp_size(self) -> int:
@@ -56,9 +55,7 @@ class ParallelDims:
 
 def stage_dims(parallel: ParallelConfig, stage: StageConfig | None, world_size: int) -> ParallelDims:
     """The validated layout of a stage (None: the run's default), its errors naming the key."""
-    own = stage is not None and stage.sp_size is not None
-    key = f"curriculum stage {stage.name!r} sp_size" if own else "parallel.sp_size"
-    return ParallelDims(world_size, stage_sp_size(parallel, stage), key)
+    return ParallelDims(world_size, stage_sp_size(parallel, stage), sp_key(stage))
 
 
 def sp_sizes(parallel: ParallelConfig, curriculum: CurriculumConfig) -> list[int]:

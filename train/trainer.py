@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from configs.rules import stage_grad_accum
 from configs.schema import DataConfig, SFTConfig, StageConfig, TaskConfig, stage_sp_size, to_container
 from data_builders.sources import DataError, DataRequest, in_bucket, train_split
 from eval.reports.tracking import Tracker
@@ -29,7 +30,7 @@ from train.checkpoint import (
     stage_weights,
 )
 from train.curve import Curve, curve_markdown, truncate_curve
-from train.data import plan_stage, prepare_records, stage_grad_accum, stage_samples
+from train.data import plan_stage, prepare_records, stage_samples
 from train.disk import module_checkpoint_bytes
 from train.distributed import DistInfo, barrier, on_main_rank
 from train.engine import build_engine, export_hf, release_engine

@@ -7,7 +7,7 @@ from data_builders.model_inputs.head_targets import head_of
 from data_builders.model_inputs.pairs import pool_chunks, uses_pairs
 from models.generate import head_probs_batch
 from models.heads import load_classifier, sequence_classifier
-from models.kinds.kind_spec import Kind, not_generative, prompt_inputs, training_pair
+from models.kinds.kind_spec import Kind, prompt_inputs, training_pair
 from models.loss import classifier_loss_sum
 
 
@@ -58,17 +58,8 @@ class Discriminative(Kind):
     def thresholded(self, task):
         return task.head == "binary"
 
-    def on_encoder(self, task):
-        return task.head == "binary"
-
     def card_title(self, task):
         return f"discriminative ({task.head} head)"
-
-    def task_problem(self, task):
-        if task.evidence_sentences and task.head != "binary":
-            return (f"task.evidence_sentences={task.evidence_sentences} scores a record by its worst sentence: a "
-                    f"discriminative annotator needs task.head=binary, found {task.head!r}")
-        return not_generative(task)
 
 
 KIND = Discriminative()

@@ -50,9 +50,6 @@ class Generative(Kind):
     def thresholded(self, task):
         return False
 
-    def on_encoder(self, task):
-        return False
-
     def card_title(self, task):
         return "generative"
 

@@ -85,16 +85,8 @@ class Kind(ABC):
         """Whether its rows carry a hallucination probability to threshold."""
 
     @abstractmethod
-    def on_encoder(self, task: Task) -> bool:
-        """Whether an encoder backbone (BERT family) can be trained for the task."""
-
-    @abstractmethod
     def card_title(self, task: Task) -> str:
         """How a model card names it."""
-
-    def task_problem(self, task: Task) -> str | None:
-        """What it refuses in the task's settings (None: nothing)."""
-        return None
 
 
 def prompt_inputs(rec: Record, tok: PreTrainedTokenizerBase, task: Task) -> list[ModelInput]:
@@ -109,10 +101,3 @@ def training_pair(rec: Record, tok: PreTrainedTokenizerBase) -> ModelInput:
         return best_chunk(pair_inputs(rec, tok), rec)
     except PairTooLong:
         return whole_pair(rec, tok)
-
-
-def not_generative(task: Task) -> str | None:
-    if task.response_lm:
-        return (f"task.response_lm=true trains the LM head on the response: it needs task.kind=generative, "
-                f"found {task.kind!r}")
-    return None

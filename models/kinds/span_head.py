@@ -8,7 +8,7 @@ from data_builders.model_inputs.pairs import pair_inputs, pool_chunks, uses_pair
 from data_builders.model_inputs.token_spans import labelled_sample, prompt_input
 from models.generate import token_probs_batch
 from models.heads import TokenClassifier, load_token_classifier
-from models.kinds.kind_spec import Kind, not_generative, training_pair
+from models.kinds.kind_spec import Kind, training_pair
 from models.loss import token_classifier_loss_sum
 
 
@@ -57,17 +57,8 @@ class Spans(Kind):
     def thresholded(self, task):
         return True
 
-    def on_encoder(self, task):
-        return True
-
     def card_title(self, task):
         return "spans (a label per response token)"
-
-    def task_problem(self, task):
-        if task.evidence_sentences or task.head != "binary":
-            return (f"task.kind=spans labels the response's own tokens: it needs task.evidence_sentences=0 and "
-                    f"task.head=binary, found {task.evidence_sentences} and {task.head}")
-        return not_generative(task)
 
 
 KIND = Spans()

@@ -1,0 +1,71 @@
+"""The configuration's rules have one home (configs/rules.py): they decide from the config alone, before
+anything loads, and no other module raises their messages."""
+import ast
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from configs.rules import ConfigError, check_evaluation, check_training
+from configs.schema import typed
+from tests.conftest import REPO
+
+FLOORS = ["slurm", "train", "eval", "models", "data_builders", "configs"]
+
+
+def _cfg(*overrides: str):
+    with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
+        return typed(compose("sft", overrides=["+exp=longnovel_curriculum_demo", *overrides]))
+
+
+@pytest.mark.parametrize("overrides, facts, message", [
+    (["task=spans", "task.evidence_sentences=3"], {}, "task.kind=spans labels the response's own tokens"),
+    (["task.kind=discriminative", "task.head=binary", "task.response_lm=true"], {}, "task.response_lm=true"),
+    (["task.kind=generative"], {"encoder": True}, "is an encoder: it trains a binary head"),
+    (["parallel.sp_size=3"], {}, r"parallel.sp_size=3 must be >= 1 and divide the number of ranks 2"),
+    (["parallel.ring_kernel=flash_attn"], {}, "runs on CUDA only"),
+    (["data.packing=true", "task.kind=discriminative", "task.head=binary"], {}, "data.packing=true packs"),
+    (["trainer.early_stopping_patience=2"], {}, "counts validation points"),
+    (["data.folds=2"], {}, "deals a records directory into folds"),
+    (["data.mixture=[]", "data.source=mixture"], {}, "needs data.mixture"),
+])
+def test_a_training_config_is_refused_from_the_config_alone(overrides, facts, message):
+    """No model, file or device is read: the facts of the machine come in as arguments."""
+    cfg = _cfg("model.name_or_path=/nowhere/a-model", "data.root=/nowhere/data", *overrides)
+    with pytest.raises(ConfigError, match=message):
+        check_training(cfg, 2, encoder=facts.get("encoder", False), cuda=False)
+
+
+def test_an_evaluation_config_is_refused_from_the_config_alone():
+    with pytest.raises(ConfigError, match="eval.method=nli needs eval.nli.model"):
+        check_evaluation(_cfg("eval.method=nli"))
+    with pytest.raises(ConfigError, match="eval.export=.* writes a fitted grounding annotator"):
+        check_evaluation(_cfg("eval.export=/tmp/x"))
+    check_training(_cfg(), 2, encoder=False, cuda=False)      # the demo itself passes
+
+
+def _messages(text: str) -> list[str]:
+    """The literal text of each `ConfigError(...)` raised in a module (each literal part of 30+ characters)."""
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "ConfigError":
+            out += [c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                    and len(c.value) >= 30]
+    return out
+
+
+def restated_rules(rules: str, files: list[tuple[str, str]]) -> list[str]:
+    """Modules that raise a rule's message themselves instead of leaving it to configs/rules.py."""
+    return sorted({f"{path}: {m!r}" for m in _messages(rules) for path, text in files
+                   if path != "configs/rules.py" and m in text})
+
+
+def test_no_other_module_restates_a_rule():
+    rules = (REPO / "configs" / "rules.py").read_text(encoding="utf-8")
+    assert len(_messages(rules)) > 20
+    files = [(str(p.relative_to(REPO)), p.read_text(encoding="utf-8"))
+             for floor in FLOORS for p in sorted((REPO / floor).rglob("*.py"))]
+    assert not restated_rules(rules, files)
+    planted = [("eval/predictors.py", 'raise ValueError("eval.method=nli needs eval.nli.model=<a local Hugging Face '
+                                      'NLI model directory>")')]
+    assert restated_rules(rules, planted) == [
+        "eval/predictors.py: 'eval.method=nli needs eval.nli.model=<a local Hugging Face NLI model directory>'"]
