@@ -30,8 +30,18 @@ class NonFiniteError(RuntimeError):
     pass
 
 
-@dataclass
+@dataclass(frozen=True)
+class Validation:
+    """`trainer.eval_every`: a stage's learning curve, how the current weights become an export, and how an
+    export is scored on the validation split (rank 0's scores)."""
+    curve: Curve
+    export: Callable[[object, Path], None]          # (engine, directory)
+    score: Callable[[Path], dict | None]            # export directory -> scores
+
+
+@dataclass(frozen=True)
 class StageContext:
+    """What the step loop of one stage reads, fixed before its first step."""
     index: int
     name: str
     max_seq_len: int
@@ -51,18 +61,18 @@ class StageContext:
     keep_checkpoints: int | None = None  # mid-stage checkpoints the run keeps (None: all)
     checkpoint_bytes: float = 0.0        # the planned size of one, until one is measured on disk
     global_batch: int | None = None      # samples per optimizer step (recorded in each checkpoint)
-    curve: Curve | None = None           # trainer.eval_every: validation points, early stopping
-    export: Callable | None = None       # (engine, directory): the current weights as an export
-    score: Callable | None = None        # (export directory) -> the validation scores on rank 0
+    validation: Validation | None = None
 
     @classmethod
     def of_stage(cls, cfg: SFTConfig, index: int, stage: StageConfig, run_dir: Path, info: DistInfo, pad_id: int,
-                 log: TrainLog | None = None, tracker: Tracker | None = None) -> StageContext:
+                 log: TrainLog | None = None, tracker: Tracker | None = None, *, checkpoint_bytes: float = 0.0,
+                 global_batch: int | None = None, validation: Validation | None = None) -> StageContext:
         """The context of curriculum stage `index`, from the run's config."""
         t = cfg.trainer
         return cls(index, stage.name, stage.max_seq_len, run_dir, info, log, tracker, pad_id, t.save_every,
                    t.stop_at_step, t.progress, cfg.parallel.sp_mode, cfg.task, kind_of(cfg.task),
-                   cfg.deepspeed.zero_stage, cfg.data.packing, t.keep_checkpoints)
+                   cfg.deepspeed.zero_stage, cfg.data.packing, t.keep_checkpoints, checkpoint_bytes, global_batch,
+                   validation)
 
 
 def _micro_batch(samples: list[dict], ctx: StageContext) -> tuple[dict, dict, int, int]:
@@ -153,10 +163,11 @@ def run_stage(engine, samples: list[dict], plan: StagePlan, ctx: StageContext,
 
 def _validation_point(engine, ctx: StageContext, stage_step: int, total_steps: int, global_step: int) -> bool:
     """Score the validation split when the curve is due; True when early stopping ends the stage."""
-    if ctx.curve is None or not ctx.curve.due(stage_step, total_steps):
+    v = ctx.validation
+    if v is None or not v.curve.due(stage_step, total_steps):
         return False
-    early = ctx.curve.point(lambda d: ctx.export(engine, d), ctx.score, stage_step, global_step)
+    early = v.curve.point(lambda d: v.export(engine, d), v.score, stage_step, global_step)
     if early and ctx.info.is_main:
-        logger.info(f"stage {ctx.name!r}: no better validation MCC in {ctx.curve.patience} points: stopping at its "
+        logger.info(f"stage {ctx.name!r}: no better validation MCC in {v.curve.patience} points: stopping at its "
                     f"step {stage_step} of {total_steps}, keeping the weights of its best point")
     return early
