@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from configs.rules import check_evaluation
-from configs.schema import SFTConfig, with_changes
+from configs.schema import SFTConfig, TaskConfig, with_changes
 from data_builders.folds import deal_all
 from data_builders.records import read_jsonl_to_append, write_jsonl
 from data_builders.sources import DataRequest, build_records, check_data_files
@@ -67,8 +67,9 @@ def run_eval(cfg: SFTConfig) -> dict:
     metrics = score_files(cfg.task.scorer, out / "gold.jsonl", preds_path, out / "scores", bertscore=cfg.eval.bertscore)
     print(report_text(out / "scores"), end="")
     if cfg.eval.export:
-        _export(cfg, out / "grounding.json", splits.get("train") or [], "the train split of the run that wrote it "
-                f"({cfg.output_dir}), its thresholds chosen as grounding.json says", report_text(out / "scores"))
+        _export(cfg.eval.export, cfg.task, out / "grounding.json", splits.get("train") or [],
+                f"the train split of the run that wrote it ({cfg.output_dir}), its thresholds chosen as grounding.json "
+                "says", report_text(out / "scores"))
     return metrics
 
 
@@ -101,18 +102,20 @@ def _export_fitted_on_every_record(cfg: SFTConfig, run_dir: Path, report: str) -
     fitted.mkdir(parents=True, exist_ok=True)
     predictor = PREDICTORS[cfg.eval.method].from_config(with_changes(cfg, {"data": {"folds": 0}}))
     predictor.prepare({"train": whole["train"], "val": whole["val"]}, fitted)
-    _export(cfg, fitted / "grounding.json", whole["train"], f"every record of {cfg.data.root} ({cfg.data.folds} "
-            f"folds measured it), {len(whole['val'])} of them held out to choose its thresholds", report)
+    _export(cfg.eval.export, cfg.task, fitted / "grounding.json", whole["train"],
+            f"every record of {cfg.data.root} ({cfg.data.folds} folds measured it), {len(whole['val'])} of them held "
+            "out to choose its thresholds", report)
 
 
-def _export(cfg: SFTConfig, fitted: Path, records: list[dict], how: str, held_out: str) -> None:
+def _export(export: str, task: TaskConfig, fitted: Path, records: list[dict], how: str, held_out: str) -> None:
+    """`eval.export`: the fitted grounding model and what it was fitted on, as an export `hallu annotate` applies."""
     from eval.baselines.grounding_export import write_grounding_export
 
     if not fitted.is_file():
-        raise ValueError(f"eval.export={cfg.eval.export}: no fitted model at {fitted} (a run whose predictions were "
+        raise ValueError(f"eval.export={export}: no fitted model at {fitted} (a run whose predictions were "
                          "all written before fits nothing: use a new output_dir)")
-    write_grounding_export(Path(cfg.eval.export), fitted, cfg.task, records, how, held_out)
-    logger.info(f"export written to {cfg.eval.export}: python -m eval.annotate model={cfg.eval.export} input=IN.jsonl "
+    write_grounding_export(Path(export), fitted, task, records, how, held_out)
+    logger.info(f"export written to {export}: python -m eval.annotate model={export} input=IN.jsonl "
                 "output=OUT.jsonl")
 
 

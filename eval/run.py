@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 
 from configs.schema import to_container, typed  # (importing it registers the structured schemas)
 from data_builders.common.user_errors import reports_user_errors
-from eval.reports.tracking import Tracker
+from eval.reports.tracking import Tracker, run_identity
 from eval.reports.writer import read_rows
 
 
@@ -24,7 +24,8 @@ def main(composed: DictConfig) -> None:
 
     cfg = typed(composed)
     metrics = run_eval(cfg)
-    tracker = Tracker(cfg, to_container(cfg), cfg.output_dir, enabled=True, job_type="eval")
+    tracker = Tracker(cfg.logger, run_identity(cfg, cfg.output_dir, "eval"), to_container(cfg), cfg.output_dir,
+                      enabled=True)
     scores = Path(cfg.output_dir) / ("eval" if cfg.data.folds else "scores")     # folds: pooled in <output_dir>/eval
     tracker.log_eval(cfg.task.scorer, metrics, read_rows(scores / "predictions.parsed.jsonl"))
     tracker.finish()

@@ -1,4 +1,6 @@
 """W&B never stops training: a failing init or log disables tracking with a warning."""
+import dataclasses
+
 import pytest
 from omegaconf import OmegaConf
 
@@ -6,14 +8,13 @@ from configs.schema import LoggerConfig
 from eval.reports.tracking import Tracker
 
 
-def _cfg(**logger):
-    return OmegaConf.create({"exp_name": "t", "logger": {**OmegaConf.to_container(OmegaConf.structured(LoggerConfig)),
-                                                          **logger}})
+def _logger(**changes):
+    return dataclasses.replace(LoggerConfig(), **changes)   # unvalidated: a mode W&B refuses reaches it
 
 
 def test_failing_wandb_init_is_not_fatal(tmp_path):
     with pytest.warns(UserWarning, match="W&B disabled"):
-        tracker = Tracker(_cfg(wandb=True, mode="no-such-mode"), {}, tmp_path, enabled=True)
+        tracker = Tracker(_logger(wandb=True, mode="no-such-mode"), {}, {}, tmp_path, enabled=True)
     tracker.log({"loss": 1.0}, step=1)
     tracker.summary({"eval": {}})
     tracker.finish()
@@ -21,7 +22,7 @@ def test_failing_wandb_init_is_not_fatal(tmp_path):
 
 
 def test_failing_log_disables_tracking(tmp_path):
-    tracker = Tracker(_cfg(wandb=False), {}, tmp_path, enabled=True)
+    tracker = Tracker(_logger(wandb=False), {}, {}, tmp_path, enabled=True)
 
     class Broken:
         def log(self, *a, **k):
@@ -34,7 +35,7 @@ def test_failing_log_disables_tracking(tmp_path):
 
 
 def test_only_rank_zero_tracks(tmp_path):
-    assert Tracker(_cfg(wandb=True), {}, tmp_path, enabled=False).run is None
+    assert Tracker(_logger(wandb=True), {}, {}, tmp_path, enabled=False).run is None
 
 
 def _full_cfg(**logger):
@@ -63,7 +64,10 @@ def test_eval_tables_reach_offline_wandb(tmp_path, monkeypatch):
     import json
 
     monkeypatch.setenv("WANDB_SILENT", "true")
-    tracker = Tracker(_full_cfg(mode="offline"), {"a": 1}, tmp_path, enabled=True, job_type="eval")
+    from eval.reports.tracking import run_identity
+
+    cfg = _full_cfg(mode="offline")
+    tracker = Tracker(cfg.logger, run_identity(cfg, tmp_path, "eval"), {"a": 1}, tmp_path, enabled=True)
     assert tracker.run is not None
     metrics = {"overall": {"acc": 0.75, "mcc": 0.5, "n": 4, "hallu_acc": 1.0, "nonhallu_acc": 0.5,
                            "parse_failures": 0},

@@ -15,7 +15,7 @@ import torch
 from configs.rules import stage_grad_accum
 from configs.schema import SFTConfig, StageConfig, stage_sp_size, to_container
 from data_builders.sources import DataError, DataRequest, in_bucket, train_split
-from eval.reports.tracking import Tracker
+from eval.reports.tracking import Tracker, run_identity
 from eval.reports.writer import read_rows
 from models.builders import dtype_choice, load_tokenizer, resolve_model_path
 from models.export_spec import AnnotatorSpec
@@ -102,7 +102,8 @@ class Trainer:
         self.point = resume_point(cfg.resume, self.run_dir, self.names)
         self.log = TrainLog(self.run_dir, info.is_main, self.point.global_step if self.point else None)
         truncate_curve(self.run_dir, self.point.global_step if self.point else 0, info.is_main)
-        self.tracker = Tracker(cfg, to_container(cfg), self.run_dir, info.is_main)
+        self.tracker = Tracker(cfg.logger, run_identity(cfg, self.run_dir, "train"), to_container(cfg), self.run_dir,
+                               info.is_main)
         self.train_records = train_split(self.records, cfg.data.root, "training")
         self.say(dtype_choice(cfg.model.dtype))
         if self.point:

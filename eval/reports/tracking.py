@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import warnings
 
-from configs.schema import ModelConfig, SFTConfig, stage_sp_size
+from configs.schema import LoggerConfig, ModelConfig, SFTConfig, stage_sp_size
 from eval.reports.tables import scalars, tables
 from eval.scorers.scoring import scorer
 
@@ -27,19 +27,21 @@ def run_identity(cfg: SFTConfig, run_dir, job_type: str) -> dict:
 
 
 class Tracker:
-    def __init__(self, cfg: SFTConfig, config: dict, run_dir, enabled: bool, job_type: str = "train"):
+    """`logger`'s W&B run, on the rank that is `enabled`; `identity` is its name, group, tags and job type
+    (`run_identity`), `config` the run's config as W&B records it."""
+
+    def __init__(self, logger: LoggerConfig, identity: dict, config: dict, run_dir, enabled: bool):
         self.run = None
-        if not (enabled and cfg.logger.wandb):
+        if not (enabled and logger.wandb):
             return
-        mode = cfg.logger.mode
+        mode = logger.mode
         if mode == "auto":
             mode = "online" if os.environ.get("WANDB_API_KEY") else "offline"
         try:
             import wandb
 
-            self.run = wandb.init(project=cfg.logger.project, entity=cfg.logger.entity, mode=mode, config=config,
-                                  dir=str(run_dir), settings=wandb.Settings(silent=True),
-                                  **run_identity(cfg, run_dir, job_type))
+            self.run = wandb.init(project=logger.project, entity=logger.entity, mode=mode, config=config,
+                                  dir=str(run_dir), settings=wandb.Settings(silent=True), **identity)
         except Exception as e:  # noqa: BLE001 - tracking must never stop training
             self._disable(e)
 
