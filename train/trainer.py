@@ -66,7 +66,6 @@ def stop_message(stop_at_step: int | None, run_dir: Path, global_step: int) -> s
             f"  {continue_command(run_dir)}")
 
 
-
 @dataclass(frozen=True)
 class Stage:
     """One curriculum stage as this run trains it: from its first step, or from a checkpoint inside it."""
