@@ -48,7 +48,8 @@ def check_training(cfg: SFTConfig, world: int, *, encoder: bool, cuda: bool) -> 
         raise ConfigError("curriculum.stages is empty: at least one stage is needed")
     check_task(cfg.task)
     if encoder:
-        _check_encoder(cfg)
+        _check_encoder(cfg.model, cfg.task, cfg.data,
+                       max(stage_sp_size(cfg.parallel, s) for s in [None, *cfg.curriculum.stages]))
     check_parallel(cfg, world, cuda)
     _check_trainer(cfg.model, cfg.trainer)
     if cfg.eval.backend == "openai":
@@ -80,26 +81,27 @@ def _check_trainer(model: ModelConfig, t: TrainerConfig) -> None:
                           f"needs trainer.eval_every > 0, found {t.eval_every} (both >= 0)")
 
 
-def check_evaluation(cfg: SFTConfig) -> None:
+def check_evaluation(evaluation: EvalConfig, data: DataConfig, task: TaskConfig) -> None:
     """`eval/run.py`: one method over one test split (or each fold's, for the training-free methods)."""
-    method = cfg.eval.method
-    if cfg.eval.export and method != EvalMethod.grounding:
-        raise ConfigError(f"eval.export={cfg.eval.export} writes a fitted grounding annotator (eval.method=grounding), "
+    method = evaluation.method
+    if evaluation.export and method != EvalMethod.grounding:
+        raise ConfigError(f"eval.export={evaluation.export} writes a fitted grounding annotator "
+                          f"(eval.method=grounding), "
                           f"found eval.method={method}; a trained model's export is written by train/sft.py "
                           "(<run>/checkpoints/<i>-<stage>/hf)")
-    if cfg.data.folds and method == EvalMethod.annotator:
-        raise ConfigError(f"data.folds={cfg.data.folds}: eval/run.py scores one model on one test split; a "
+    if data.folds and method == EvalMethod.annotator:
+        raise ConfigError(f"data.folds={data.folds}: eval/run.py scores one model on one test split; a "
                           "fold's export is scored with data.folds=0 data.root=<run>/folds/fold_<i>")
-    if method == EvalMethod.grounding and cfg.data.source != DataSource.records:
+    if method == EvalMethod.grounding and data.source != DataSource.records:
         raise ConfigError(f"eval.method=grounding reads records with a source and a response: it needs "
-                          f"data.source=records, found data.source={cfg.data.source}")
-    if method == EvalMethod.nli and not cfg.eval.nli.model:
+                          f"data.source=records, found data.source={data.source}")
+    if method == EvalMethod.nli and not evaluation.nli.model:
         raise ConfigError("eval.method=nli needs eval.nli.model=<a local Hugging Face NLI model directory>")
-    if method == EvalMethod.rag and cfg.task.evidence_sentences:
+    if method == EvalMethod.rag and task.evidence_sentences:
         raise ConfigError("eval.method=rag picks each summary block's article window itself; it needs "
-                          f"task.evidence_sentences=0, found {cfg.task.evidence_sentences}")
-    check_only_folds(cfg.data.folds, cfg.data.only_folds)
-    check_data(cfg.data)
+                          f"task.evidence_sentences=0, found {task.evidence_sentences}")
+    check_only_folds(data.folds, data.only_folds)
+    check_data(data)
 
 
 def check_only_folds(folds: int, only: list[int] | None) -> None:
@@ -144,20 +146,18 @@ def trains_on_encoder(task: TaskConfig) -> bool:
     return task.kind == TaskKind.spans or (task.kind == TaskKind.discriminative and task.head == "binary")
 
 
-def _check_encoder(cfg: SFTConfig) -> None:
+def _check_encoder(model: ModelConfig, t: TaskConfig, data: DataConfig, sp: int) -> None:
     """What an encoder backbone can be trained for: a binary or span head on records, at sequence-parallel
-    degree 1, without packing or LoRA."""
-    where = f"model.name_or_path={cfg.model.name_or_path} is an encoder"
-    t = cfg.task
+    degree 1 (`sp`: the run's largest), without packing or LoRA."""
+    where = f"model.name_or_path={model.name_or_path} is an encoder"
     if not trains_on_encoder(t):
         raise ConfigError(f"{where}: it trains a binary head (task.kind=discriminative task.head=binary) or a span "
                           f"head (task.kind=spans), found task.kind={t.kind} task.head={t.head}")
-    if cfg.data.source != DataSource.records:
+    if data.source != DataSource.records:
         raise ConfigError(f"{where}: it reads the (evidence, response) pairs of records (data.source=records: a "
-                          f"converted benchmark, your own JSONL); data.source={cfg.data.source} builds Chinese samples "
+                          f"converted benchmark, your own JSONL); data.source={data.source} builds Chinese samples "
                           "for a decoder's chat prompt")
-    sp = max(stage_sp_size(cfg.parallel, s) for s in [None, *cfg.curriculum.stages])
-    if sp > 1 or cfg.data.packing or cfg.model.lora.enabled:
+    if sp > 1 or data.packing or model.lora.enabled:
         raise ConfigError(f"{where}: it reads (evidence, response) pairs in windows of its own length, whole on one "
                           f"device and in full: it needs parallel.sp_size=1 (found {sp}), data.packing=false and "
                           "model.lora.enabled=false")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from configs.choices import DataSource
 from configs.rules import ALL, UNION, run_buckets
-from configs.schema import DataConfig, SFTConfig
+from configs.schema import CurriculumConfig, DataConfig, EvalConfig, TaskConfig
 from data_builders.folds import check_fold_files
 from data_builders.importers.longnovel_released import check_released, import_released, import_report
 from data_builders.mixture import mix_records
@@ -51,10 +51,10 @@ class DataRequest:
     seed: int = 0                 # a mixture's draw
 
     @classmethod
-    def of_run(cls, cfg: SFTConfig) -> DataRequest:
+    def of_run(cls, task: TaskConfig, curriculum: CurriculumConfig, evaluation: EvalConfig, seed: int) -> DataRequest:
         """What a run (training, or `eval/run.py`) wants of its data: its template, the length buckets of
         its stages and evaluation, its seed."""
-        return cls(cfg.task.template, tuple(run_buckets(cfg.curriculum, cfg.eval)), cfg.trainer.seed)
+        return cls(task.template, tuple(run_buckets(curriculum, evaluation)), seed)
 
 
 def _released_file(root: Path, split: str) -> Path:

@@ -15,13 +15,13 @@ import time
 from pathlib import Path
 
 from configs.rules import check_evaluation
-from configs.schema import SFTConfig, TaskConfig, with_changes
+from configs.schema import DataConfig, SFTConfig, TaskConfig, with_changes
 from data_builders.folds import deal_all
 from data_builders.records import read_jsonl_to_append, write_jsonl
 from data_builders.sources import DataRequest, build_records, check_data_files
 from eval.backends.in_process import select_eval_records
 from eval.fold_pooling import deal_once, fold_config, pool_folds
-from eval.predictors import PREDICTORS
+from eval.predictors import PREDICTORS, PredictorConfig
 from eval.reports.writer import report_text
 from eval.scorers.scoring import score_files
 
@@ -34,12 +34,13 @@ def _done(path: Path) -> set[str]:
 
 
 def run_eval(cfg: SFTConfig) -> dict:
-    check_evaluation(cfg)
+    check_evaluation(cfg.eval, cfg.data, cfg.task)
     if cfg.data.folds:
         return run_eval_folds(cfg)
     check_data_files(cfg.data)
-    predictor = PREDICTORS[cfg.eval.method].from_config(cfg)
-    splits = build_records(cfg.data, DataRequest.of_run(cfg), predictor.tokenizer)[0]
+    predictor = PREDICTORS[cfg.eval.method].from_config(PredictorConfig.of_run(cfg))
+    request = DataRequest.of_run(cfg.task, cfg.curriculum, cfg.eval, cfg.trainer.seed)
+    splits = build_records(cfg.data, request, predictor.tokenizer)[0]
     records = select_eval_records(splits["test"], list(cfg.eval.buckets), cfg.eval.max_per_bucket)
     if not records:
         raise ValueError(f"eval.buckets={list(cfg.eval.buckets)}: no test records in these buckets")
@@ -89,21 +90,23 @@ def run_eval_folds(cfg: SFTConfig) -> dict:
     report = (run_dir / "eval" / "report.md").read_text(encoding="utf-8")
     print(f"== cross-validation, {cfg.data.folds} folds pooled\n{report}", flush=True)
     if cfg.eval.export:
-        _export_fitted_on_every_record(cfg, run_dir, report)
+        whole = PredictorConfig.of_run(with_changes(cfg, {"data": {"folds": 0}}))
+        _export_fitted_on_every_record(whole, cfg.eval.export, cfg.data, run_dir, report)
     return metrics
 
 
-def _export_fitted_on_every_record(cfg: SFTConfig, run_dir: Path, report: str) -> None:
-    """The method the folds measured, fitted once more on every record (train and val dealt as a fold's), and
-    written as an export (`eval.export`)."""
-    logger.info(f"== fitting on every record for {cfg.eval.export}")
-    whole = deal_all(cfg.data, run_dir / "folds" / "all")
+def _export_fitted_on_every_record(method: PredictorConfig, export: str, folded: DataConfig, run_dir: Path,
+                                   report: str) -> None:
+    """The method the folds measured (`folded` dealt them), fitted once more on every record (train and val
+    dealt as a fold's), and written as an export (`eval.export`)."""
+    logger.info(f"== fitting on every record for {export}")
+    whole = deal_all(folded, run_dir / "folds" / "all")
     fitted = run_dir / "all"
     fitted.mkdir(parents=True, exist_ok=True)
-    predictor = PREDICTORS[cfg.eval.method].from_config(with_changes(cfg, {"data": {"folds": 0}}))
+    predictor = PREDICTORS[method.evaluation.method].from_config(method)
     predictor.prepare({"train": whole["train"], "val": whole["val"]}, fitted)
-    _export(cfg.eval.export, cfg.task, fitted / "grounding.json", whole["train"],
-            f"every record of {cfg.data.root} ({cfg.data.folds} folds measured it), {len(whole['val'])} of them held "
+    _export(export, method.task, fitted / "grounding.json", whole["train"],
+            f"every record of {folded.root} ({folded.folds} folds measured it), {len(whole['val'])} of them held "
             "out to choose its thresholds", report)
 
 

@@ -13,6 +13,7 @@ import torch
 from transformers import AutoConfig
 
 from configs.schema import (
+    DataConfig,
     EvalConfig,
     GroundingConfig,
     JudgeConfig,
@@ -88,6 +89,28 @@ class Inference:
         return select_eval_records(splits.get("val") or [], list(self.buckets), self.max_per_bucket)
 
 
+@dataclass(frozen=True)
+class PredictorConfig:
+    """What building a predictor reads of a run's config (`eval/run.py`'s, or a fold's)."""
+    task: TaskConfig
+    model: ModelConfig
+    evaluation: EvalConfig
+    data: DataConfig
+    checkpoint: str | None = None      # the weights to evaluate; None: model.name_or_path
+    progress: bool = True              # progress lines (trainer.progress)
+
+    @classmethod
+    def of_run(cls, cfg: SFTConfig) -> PredictorConfig:
+        return cls(cfg.task, cfg.model, cfg.eval, cfg.data, cfg.checkpoint, cfg.trainer.progress)
+
+    @property
+    def inference(self) -> Inference:
+        return Inference.of(self.model, self.evaluation)
+
+    def weights(self) -> str:
+        return resolve_model_path(self.checkpoint or self.model.name_or_path, key="checkpoint")
+
+
 class AnnotatorPredictor:
     """The checkpoint (or base model) itself: generations, or head probabilities with a decision
     threshold. The one prediction path of `eval/run.py`, of the trainer's final evaluation and of
@@ -110,10 +133,9 @@ class AnnotatorPredictor:
         self._group_of: dict[str, str] = {}
 
     @classmethod
-    def from_config(cls, cfg: SFTConfig) -> AnnotatorPredictor:
+    def from_config(cls, c: PredictorConfig) -> AnnotatorPredictor:
         """`eval/run.py`'s annotator: `checkpoint`, else `model.name_or_path`."""
-        path = resolve_model_path(cfg.checkpoint or cfg.model.name_or_path, key="checkpoint")
-        return cls(cfg.task, Inference.of(cfg.model, cfg.eval), path, progress=cfg.trainer.progress)
+        return cls(c.task, c.inference, c.weights(), progress=c.progress)
 
     @cached_property
     def tokenizer(self):
@@ -250,9 +272,8 @@ class RagPredictor(AnnotatorPredictor):
         self.rag = rag
 
     @classmethod
-    def from_config(cls, cfg: SFTConfig) -> RagPredictor:
-        path = resolve_model_path(cfg.checkpoint or cfg.model.name_or_path, key="checkpoint")
-        return cls(cfg.task, Inference.of(cfg.model, cfg.eval), path, cfg.eval.rag)
+    def from_config(cls, c: PredictorConfig) -> RagPredictor:
+        return cls(c.task, c.inference, c.weights(), c.evaluation.rag)
 
     def prepare(self, splits, out) -> None:
         if scorer(self.task.scorer).one_sentence:
@@ -277,8 +298,8 @@ class NliPredictor:
         self.nli, self.inference, self.tokenizer_path = nli, inference, tokenizer_path
 
     @classmethod
-    def from_config(cls, cfg: SFTConfig) -> NliPredictor:
-        return cls(cfg.eval.nli, Inference.of(cfg.model, cfg.eval), cfg.model.name_or_path)
+    def from_config(cls, c: PredictorConfig) -> NliPredictor:
+        return cls(c.evaluation.nli, c.inference, c.model.name_or_path)
 
     @cached_property
     def tokenizer(self):      # only for building the embedded records (token counts per bucket)
@@ -340,8 +361,8 @@ class GroundingPredictor:
         self.choice: dict | None = None     # with eval.grounding.choose_among: what was chosen, and why
 
     @classmethod
-    def from_config(cls, cfg: SFTConfig) -> GroundingPredictor:
-        return cls(cfg.eval.grounding, Inference.of(cfg.model, cfg.eval), cfg.data.root, cfg.data.fold_by)
+    def from_config(cls, c: PredictorConfig) -> GroundingPredictor:
+        return cls(c.evaluation.grounding, c.inference, c.data.root, c.data.fold_by)
 
     def prepare(self, splits: dict[str, list[dict]], out: Path) -> None:
         train = train_split(splits, self.data_root, "eval.method=grounding")

@@ -4,10 +4,12 @@ from __future__ import annotations
 import re
 import shlex
 import sys
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
 from configs.schema import DeepSpeedConfig, SFTConfig, SlurmConfig
+from train.memory_plan import RunPlan, host_request_gb
 from train.parallel_dims import job_world_size, procs_per_node, stage_dims
 
 
@@ -44,18 +46,14 @@ def cpus_per_task(s: SlurmConfig, deepspeed: DeepSpeedConfig) -> int:
     return s.cpus_per_task if s.cpus_per_task is not None else procs_per_node(s) * threads_per_rank(s, deepspeed)
 
 
-def train_memory(cfg: SFTConfig) -> str:
-    """`slurm.mem`, else what the memory plan asks per node (it reads model.name_or_path's config.json)."""
-    if cfg.slurm.mem:
-        return cfg.slurm.mem
-    from train.memory_plan import host_request_gb, layout, run_model_shape
-
+def train_memory(run_plan: Callable[[], RunPlan]) -> str:
+    """`slurm.mem`'s default: what the memory plan asks per node (it reads model.name_or_path's config.json)."""
     try:
-        shape = run_model_shape(cfg.model, cfg.task)
+        run = run_plan()
     except ValueError as e:
         raise ValueError(f"slurm.mem is not set, and its default comes from the memory plan, which could not read "
                          f"the model here ({e}); set slurm.mem=<GB per node>G") from None
-    return f"{host_request_gb(shape, layout(cfg, job_world_size(cfg.slurm)))}G"
+    return f"{host_request_gb(run.shape, run.layout)}G"
 
 
 def sbatch_lines(s: SlurmConfig, cpus: int, job_name: str, log_dir: Path, array: int | None = None,
@@ -96,7 +94,7 @@ def train_script(cfg: SFTConfig, overrides: list[str], repo: Path, log_dir: Path
     return _fill(_template("train"), {
         **_common(s, cfg.deepspeed, repo),
         "SBATCH": "\n".join(sbatch_lines(s, cpus_per_task(s, cfg.deepspeed), cfg.exp_name, log_dir,
-                                          mem=train_memory(cfg))),
+                                          mem=s.mem or train_memory(lambda: RunPlan.of_run(cfg, job_world_size(s))))),
         "RUN_DIR": shlex.quote(str(run_dir)), "PORT": str(s.rdzv_port), "PROCS": str(procs_per_node(s)),
         "RESTARTS": str(s.max_restarts), "OVERRIDES": " ".join(shlex.quote(a) for a in args)})
 
@@ -107,24 +105,22 @@ def checkpoint_name(path: str) -> str:
     return "-".join(parts[-2:]) if len(parts) > 1 else parts[-1]
 
 
-def eval_script(cfg: SFTConfig, overrides: list[str], repo: Path, log_dir: Path) -> tuple[str, int]:
-    """The evaluation sweep: an array over slurm.checkpoints x eval.buckets."""
-    s = cfg.slurm
+def eval_script(s: SlurmConfig, deepspeed: DeepSpeedConfig, buckets: list[str], job_name: str, sweep_dir: Path,
+                overrides: list[str], repo: Path, log_dir: Path) -> tuple[str, int]:
+    """The evaluation sweep into `sweep_dir`: an array over slurm.checkpoints x `buckets` (eval.buckets)."""
     if not s.checkpoints:
         raise ValueError("slurm.mode=eval needs slurm.checkpoints=[PATH, ...] (one array task per checkpoint x "
                          "eval.buckets)")
-    buckets = list(cfg.eval.buckets)
     names = [checkpoint_name(c) for c in s.checkpoints]
     if len(set(names)) != len(names):
         raise ValueError(f"slurm.checkpoints: names {names} collide; give checkpoints with distinct last path parts")
     n = len(s.checkpoints) * len(buckets)
     args = job_overrides(overrides, ("output_dir", "checkpoint", "eval.buckets"))
     script = _fill(_template("eval"), {
-        **_common(s, cfg.deepspeed, repo),
-        "SBATCH": "\n".join(sbatch_lines(s, cpus_per_task(s, cfg.deepspeed), f"{cfg.exp_name}-eval", log_dir,
-                                          array=n, mem=s.mem)),
+        **_common(s, deepspeed, repo),
+        "SBATCH": "\n".join(sbatch_lines(s, cpus_per_task(s, deepspeed), job_name, log_dir, array=n, mem=s.mem)),
         "CHECKPOINTS": " ".join(shlex.quote(str(c)) for c in s.checkpoints),
         "NAMES": " ".join(shlex.quote(x) for x in names), "BUCKETS": " ".join(shlex.quote(b) for b in buckets),
-        "SWEEP_DIR": shlex.quote(str(Path(cfg.output_dir).resolve())),
+        "SWEEP_DIR": shlex.quote(str(sweep_dir.resolve())),
         "OVERRIDES": " ".join(shlex.quote(a) for a in args)})
     return script, n

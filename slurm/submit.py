@@ -37,7 +37,8 @@ def main(composed: DictConfig) -> None:
         check_run_config(cfg, job_world_size(cfg.slurm))     # what the job's ranks would check, checked now
         script, what = train_script(cfg, overrides, REPO, log_dir), "training job"
     else:
-        script, n = eval_script(cfg, overrides, REPO, log_dir)
+        script, n = eval_script(cfg.slurm, cfg.deepspeed, list(cfg.eval.buckets), f"{cfg.exp_name}-eval",
+                                Path(cfg.output_dir), overrides, REPO, log_dir)
         what = f"evaluation array of {n} tasks"
     if cfg.slurm.dry_run:
         print(script, end="")

@@ -36,10 +36,14 @@ def test_a_training_config_is_refused_from_the_config_alone(overrides, facts, me
 
 
 def test_an_evaluation_config_is_refused_from_the_config_alone():
+    def check(*overrides: str) -> None:
+        cfg = _cfg(*overrides)
+        check_evaluation(cfg.eval, cfg.data, cfg.task)
+
     with pytest.raises(ConfigError, match="eval.method=nli needs eval.nli.model"):
-        check_evaluation(_cfg("eval.method=nli"))
+        check("eval.method=nli")
     with pytest.raises(ConfigError, match="eval.export=.* writes a fitted grounding annotator"):
-        check_evaluation(_cfg("eval.export=/tmp/x"))
+        check("eval.export=/tmp/x")
     check_training(_cfg(), 2, encoder=False, cuda=False)      # the demo itself passes
 
 

@@ -12,7 +12,7 @@ from data_builders.records import write_jsonl
 from slurm.render import train_script
 from tests.conftest import REPO
 from train.data import check_run_config
-from train.memory_plan import make_plan, planned_world_size
+from train.memory_plan import RunPlan, make_plan, planned_world_size
 
 EXPERIMENTS = sorted(p.stem for p in (REPO / "configs" / "exp").glob("*.yaml"))
 RECORD = {"id": "r1", "task": "summarization", "language": "zh", "source": "原文。", "response": "摘要。", "label": 0}
@@ -46,7 +46,7 @@ def test_experiment_passes_the_run_check_the_plan_and_the_slurm_render(name, tmp
     _write_data(tmp_path, cfg.data.source, cfg.data.folds)
     world = planned_world_size(cfg.plan, cfg.slurm)
     check_run_config(cfg, world)
-    rows, text = make_plan(cfg, world)
+    rows, text = make_plan(RunPlan.of_run(cfg, world))
     assert [r.name for r in rows] == [s.name for s in cfg.curriculum.stages]
     assert all(r.total > 0 for r in rows) and "host memory for offload" in text
     script = train_script(cfg, ov, REPO, tmp_path / "logs")

@@ -58,13 +58,13 @@ def test_predictor_chooses_a_threshold_per_group_on_validation_and_stamps_rows_w
     from hydra import compose, initialize_config_dir
 
     from configs.schema import typed
-    from eval.predictors import AnnotatorPredictor
+    from eval.predictors import AnnotatorPredictor, PredictorConfig
 
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
         cfg = typed(compose("sft", overrides=["+exp=ragtruth_minilm_binary", "model.name_or_path=embedded:minilm",
                                               "eval.threshold_by=meta.task_type"]))
     splits = _splits()
-    predictor = AnnotatorPredictor.from_config(cfg)
+    predictor = AnnotatorPredictor.from_config(PredictorConfig.of_run(cfg))
     predictor.progress = False
     predictor.prepare(splits)
     val_scores = {row["id"]: row["probs"][1] for row in predictor.rows(splits["val"])}
@@ -114,13 +114,13 @@ def test_a_sentence_level_annotator_gets_group_thresholds_on_its_records_worst_s
     from hydra import compose, initialize_config_dir
 
     from configs.schema import typed
-    from eval.predictors import AnnotatorPredictor
+    from eval.predictors import AnnotatorPredictor, PredictorConfig
 
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
         cfg = typed(compose("sft", overrides=["+exp=ragtruth_sentence_demo", "eval.threshold_by=meta.task_type",
                                               f"eval.threshold_for={objective}"]))
     splits = _splits()
-    predictor = AnnotatorPredictor.from_config(cfg)
+    predictor = AnnotatorPredictor.from_config(PredictorConfig.of_run(cfg))
     predictor.progress = False
     predictor.prepare(splits)
     val_rows = predictor.rows(splits["val"])

@@ -11,7 +11,7 @@ import configs.schema  # noqa: F401
 from configs.schema import typed
 from slurm.render import train_script
 from tests.conftest import REPO
-from train.memory_plan import layout, planned_world_size
+from train.memory_plan import RunPlan, planned_world_size
 from train.parallel_dims import job_world_size, procs_per_node
 
 # ids that are not the `gpu` marker's keyword (tests/conftest.py skips items carrying it without CUDA)
@@ -38,7 +38,7 @@ def test_render_and_plan_agree_on_the_world_size(tmp_path, job):
     nodes, procs = _launched(train_script(cfg, ov, REPO, tmp_path / "logs"))
     world = planned_world_size(cfg.plan, cfg.slurm)
     assert world == nodes * procs == job_world_size(cfg.slurm)
-    assert layout(cfg, world).ranks_per_node == procs == procs_per_node(cfg.slurm)
+    assert RunPlan.of_run(cfg, world).layout.ranks_per_node == procs == procs_per_node(cfg.slurm)
 
 
 @pytest.mark.slow

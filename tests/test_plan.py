@@ -9,7 +9,7 @@ import pytest
 
 from models.builders import resolve_model_path
 from tests.conftest import REPO
-from train.memory_plan import GB, Layout, MemoryPlanError, check_before_training, model_shape, stage_terms
+from train.memory_plan import GB, Layout, MemoryPlanError, RunPlan, check_before_training, model_shape, stage_terms
 
 CPU_STEP = Layout(world=2, ranks_per_node=2, zero_stage=0, offload_param=False, offload_optimizer=False,
                   gradient_checkpointing=False, generative=True, chunk_tokens=1024)
@@ -71,8 +71,9 @@ def test_the_trainer_check_warns_when_over_and_refuses_when_far_over(qwen3_8b):
 
     with initialize_config_dir(config_dir=str(REPO / "configs"), version_base="1.3"):
         cfg = typed(compose("sft", overrides=["+exp=longnovel_curriculum", f"model.name_or_path={qwen3_8b}"]))
-    assert check_before_training(cfg, 8, 96 * GB) is None
-    assert "sft_32k" in check_before_training(cfg, 8, 24 * GB)           # 32k over by < 25%: a warning
+    run = RunPlan.of_run(cfg, 8)
+    assert check_before_training(run, 96 * GB) is None
+    assert "sft_32k" in check_before_training(run, 24 * GB)           # 32k over by < 25%: a warning
     with pytest.raises(MemoryPlanError, match="plan.max_over"):
-        check_before_training(cfg, 8, 12 * GB)
+        check_before_training(run, 12 * GB)
     assert cfg.plan.gpu_mem_gb is None                                   # the run's config is left alone

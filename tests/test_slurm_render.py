@@ -1,6 +1,7 @@
 """sbatch scripts rendered from the experiment config (no cluster needed)."""
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -9,7 +10,7 @@ import configs.schema  # noqa: F401
 from configs.schema import typed
 from slurm.render import checkpoint_name, eval_script, job_overrides, train_script
 from tests.conftest import REPO
-from train.memory_plan import GB, host_bytes_per_node, host_request_gb, layout, model_shape
+from train.memory_plan import GB, RunPlan, host_bytes_per_node, host_request_gb, model_shape
 
 
 def _cfg(overrides):
@@ -40,7 +41,8 @@ def test_train_script_multi_node(tmp_path, qwen3_8b):
 def test_train_script_asks_for_the_plans_host_memory_and_offload_threads(tmp_path, qwen3_8b):
     ov = ["+exp=longnovel_curriculum", f"model.name_or_path={qwen3_8b}", "slurm.nodes=2", f"output_dir={tmp_path}"]
     cfg = _cfg(ov)
-    m, lay = model_shape(str(qwen3_8b)), layout(cfg, 16)
+    m = model_shape(str(qwen3_8b))
+    lay = RunPlan.of_run(cfg, 16, m).layout
     script = train_script(cfg, ov, REPO, tmp_path / "logs")
     mem = host_request_gb(m, lay)
     # ZeRO-3 offload of an 8B model over 16 ranks: half the fp32 master, moments, grads and bf16 params per node
@@ -67,13 +69,18 @@ def test_world_size_must_divide_by_every_sp_degree(tmp_path, parallel, key):
 def test_eval_array_covers_checkpoints_times_buckets(tmp_path):
     ov = ["+exp=longnovel_curriculum", "slurm.mode=eval", "slurm.checkpoints=[/r/checkpoints/3-sft/hf,/models/q]",
           "eval.buckets=[S,M,L]", f"output_dir={tmp_path}", "eval.max_new_tokens=64"]
-    script, n = eval_script(_cfg(ov), ov, REPO, tmp_path)
+    script, n = _eval_script(_cfg(ov), ov, tmp_path)
     assert n == 6 and "#SBATCH --array=0-5" in script and "--signal" not in script
     assert "NAMES=(3-sft-hf models-q)" in script and "BUCKETS=(S M L)" in script
     assert "eval.max_new_tokens=64" in script and "eval.buckets=[S,M,L]" not in script
     assert checkpoint_name("embedded:qwen3-tiny") == "embedded-qwen3-tiny"
     with pytest.raises(ValueError, match="slurm.checkpoints"):
-        eval_script(_cfg(["slurm.mode=eval"]), [], REPO, tmp_path)
+        _eval_script(_cfg(["slurm.mode=eval"]), [], tmp_path)
+
+
+def _eval_script(cfg, overrides: list[str], tmp_path: Path) -> tuple[str, int]:
+    return eval_script(cfg.slurm, cfg.deepspeed, list(cfg.eval.buckets), f"{cfg.exp_name}-eval", tmp_path, overrides,
+                       REPO, tmp_path)
 
 
 def test_dry_run_prints_and_submits_nothing(tmp_path):

@@ -16,7 +16,7 @@ from configs.schema import SFTConfig
 from eval.fold_pooling import deal_once, fold_config, pool_folds
 from train.distributed import DistInfo, barrier, on_main_rank
 from train.run_dir import agree_on_output_dir
-from train.trainer import train
+from train.trainer import Trainer
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def train_folds(cfg: SFTConfig, info: DistInfo) -> dict | None:
             continue
         if info.is_main:
             logger.info(f"== fold {i} of {cfg.data.folds}")
-        train(fold_config(cfg, run_dir, i), info, continue_dir=run_dir)
+        Trainer(fold_config(cfg, run_dir, i), info, continue_dir=run_dir).run()
         barrier()
         if not fold_done(run_dir, i):          # stopped early: the trainer said how to continue
             return None

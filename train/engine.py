@@ -183,24 +183,24 @@ def consolidated_state_dict(engine, zero_stage: int) -> dict:
     return engine.module.state_dict()
 
 
-def export_hf(engine, cfg: SFTConfig, weights_dir: str, tokenizer, out_dir: Path, is_main: bool,
-              spec: AnnotatorSpec | None = None) -> None:
+def export_hf(engine, model_config: ModelConfig, task: TaskConfig, zero_stage: int, weights_dir: str, tokenizer,
+              out_dir: Path, is_main: bool, spec: AnnotatorSpec | None = None) -> None:
     """Write a `from_pretrained`-loadable model + tokenizer, and with `spec` its `annotator.json`
     and model card, atomically (tmp dir, then rename).
 
     With LoRA, rank 0 loads the weights the stage started from, merges the trained adapters
     into them, and writes the merged model.
     """
-    state = consolidated_state_dict(engine, cfg.deepspeed.zero_stage)
+    state = consolidated_state_dict(engine, zero_stage)
     if not is_main:
         return
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     wrapped = isinstance(engine.module, WRAPPERS)
     state = {(k.removeprefix("model.") if wrapped else k): v.detach().to("cpu") for k, v in state.items()}
-    if cfg.model.lora.enabled:
-        base = hf_model(load_model(cfg.model, cfg.task, weights_dir, cfg.model.attn_implementation))
-        model = merged_copy(base, state, cfg.model.lora, kind_of(cfg.task).lora_task)
+    if model_config.lora.enabled:
+        base = hf_model(load_model(model_config, task, weights_dir, model_config.attn_implementation))
+        model = merged_copy(base, state, model_config.lora, kind_of(task).lora_task)
         model.save_pretrained(tmp, safe_serialization=True)
     else:
         hf_model(engine.module).save_pretrained(tmp, state_dict=state, safe_serialization=True)

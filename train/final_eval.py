@@ -6,7 +6,7 @@ from pathlib import Path
 
 from transformers import AutoConfig
 
-from configs.schema import SFTConfig
+from configs.schema import EvalConfig, ModelConfig, TaskConfig
 from data_builders.records import write_jsonl
 from eval.backends.in_process import Shard, select_eval_records
 from eval.predictors import AnnotatorPredictor, Inference
@@ -39,24 +39,25 @@ def _card_with_scores(hf_dir: str, markdown: list[str], scores: dict[str, float]
         write_model_card(hf_dir, AnnotatorSpec.load(hf_dir), "\n".join(markdown), scores)
 
 
-def evaluate_export(cfg: SFTConfig, hf_dir: str, records_by_split: dict[str, list[dict]], out_dir: Path,
-                    info: DistInfo) -> dict | None:
+def evaluate_export(task: TaskConfig, model: ModelConfig, evaluation: EvalConfig, hf_dir: str,
+                    records_by_split: dict[str, list[dict]], out_dir: Path, info: DistInfo,
+                    progress: bool = True) -> dict | None:
     """Score an exported model on the test split into `out_dir` (metrics.json, report.md, plots);
     the metrics on rank 0, None on the other ranks."""
-    records = select_eval_records(records_by_split["test"], list(cfg.eval.buckets), cfg.eval.max_per_bucket)
+    records = select_eval_records(records_by_split["test"], list(evaluation.buckets), evaluation.max_per_bucket)
     if not records:
-        raise ValueError(f"eval.buckets={list(cfg.eval.buckets)}: no test records in these buckets")
-    predictor = AnnotatorPredictor(cfg.task, Inference.of(cfg.model, cfg.eval), hf_dir,
+        raise ValueError(f"eval.buckets={list(evaluation.buckets)}: no test records in these buckets")
+    predictor = AnnotatorPredictor(task, Inference.of(model, evaluation), hf_dir,
                                    Shard(info.rank, info.world_size, all_gather_objects),
-                                   progress=cfg.trainer.progress and info.is_main)
+                                   progress=progress and info.is_main)
     predictor.prepare(records_by_split)
     if info.is_main and predictor.threshold_source and predictor.threshold_source.startswith("validation"):
         _store_threshold(hf_dir, predictor)
     rows = predictor.rows(records)
     if not info.is_main:
         return None
-    s = scorer(cfg.task.scorer)
-    metrics, scored = s.score(records, {r["id"]: r for r in rows}, cfg.eval.bertscore)
+    s = scorer(task.scorer)
+    metrics, scored = s.score(records, {r["id"]: r for r in rows}, evaluation.bertscore)
     if predictor.threshold is not None:
         metrics["decision_threshold"] = predictor.threshold
     if predictor.thresholds_by:
@@ -69,17 +70,18 @@ def evaluate_export(cfg: SFTConfig, hf_dir: str, records_by_split: dict[str, lis
     return metrics
 
 
-def validation_scores(cfg: SFTConfig, hf_dir: str, val_records: list[dict], info: DistInfo) -> dict | None:
+def validation_scores(task: TaskConfig, model: ModelConfig, evaluation: EvalConfig, hf_dir: str,
+                      val_records: list[dict], info: DistInfo) -> dict | None:
     """An export scored on the validation split as the final evaluation scores the test split (a
     head's threshold chosen on that split): {"mcc", "acc", "n"} on rank 0, None elsewhere."""
-    predictor = AnnotatorPredictor(cfg.task, Inference.of(cfg.model, cfg.eval), hf_dir,
+    predictor = AnnotatorPredictor(task, Inference.of(model, evaluation), hf_dir,
                                    Shard(info.rank, info.world_size, all_gather_objects), progress=False)
     predictor.prepare({"val": val_records})
     records = predictor.inference.validation({"val": val_records})
     rows = predictor.rows(records)
     if not info.is_main:
         return None
-    s = scorer(cfg.task.scorer)
-    metrics, _ = s.score(records, {r["id"]: r for r in rows}, cfg.eval.bertscore)
+    s = scorer(task.scorer)
+    metrics, _ = s.score(records, {r["id"]: r for r in rows}, evaluation.bertscore)
     summary = s.summary(metrics)
     return {"mcc": summary.mcc, "acc": summary.acc, "n": len(records)}

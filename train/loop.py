@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from configs.schema import SFTConfig, StageConfig, TaskConfig
+from configs.schema import StageConfig, TaskConfig, TrainerConfig
 from data_builders.common.progress import progress
 from eval.reports.tracking import Tracker
 from models.kinds import Kind, kind_of
@@ -64,15 +64,14 @@ class StageContext:
     validation: Validation | None = None
 
     @classmethod
-    def of_stage(cls, cfg: SFTConfig, index: int, stage: StageConfig, run_dir: Path, info: DistInfo, pad_id: int,
-                 log: TrainLog | None = None, tracker: Tracker | None = None, *, checkpoint_bytes: float = 0.0,
+    def of_stage(cls, t: TrainerConfig, task: TaskConfig, index: int, stage: StageConfig, run_dir: Path,
+                 info: DistInfo, pad_id: int, log: TrainLog | None = None, tracker: Tracker | None = None, *,
+                 sp_mode: str, zero_stage: int, packed: bool, checkpoint_bytes: float = 0.0,
                  global_batch: int | None = None, validation: Validation | None = None) -> StageContext:
-        """The context of curriculum stage `index`, from the run's config."""
-        t = cfg.trainer
+        """The context of curriculum stage `index`, from the trainer's and the task's sections."""
         return cls(index, stage.name, stage.max_seq_len, run_dir, info, log, tracker, pad_id, t.save_every,
-                   t.stop_at_step, t.progress, cfg.parallel.sp_mode, cfg.task, kind_of(cfg.task),
-                   cfg.deepspeed.zero_stage, cfg.data.packing, t.keep_checkpoints, checkpoint_bytes, global_batch,
-                   validation)
+                   t.stop_at_step, t.progress, sp_mode, task, kind_of(task), zero_stage, packed, t.keep_checkpoints,
+                   checkpoint_bytes, global_batch, validation)
 
 
 def _micro_batch(samples: list[dict], ctx: StageContext) -> tuple[dict, dict, int, int]:

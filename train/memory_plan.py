@@ -35,6 +35,7 @@ from configs.schema import (
     SFTConfig,
     SlurmConfig,
     TaskConfig,
+    TrainerConfig,
     stage_sp_size,
 )
 from models.kinds import kind_of
@@ -183,11 +184,27 @@ def gpu_bytes(plan: PlanConfig) -> float:
     return GPU_MEMORY_GB[plan.gpu] * GB
 
 
-def layout(cfg: SFTConfig, world: int) -> Layout:
-    return Layout(world=world, ranks_per_node=procs_per_node(cfg.slurm), zero_stage=cfg.deepspeed.zero_stage,
-                  offload_param=cfg.deepspeed.offload_param, offload_optimizer=cfg.deepspeed.offload_optimizer,
-                  gradient_checkpointing=cfg.model.gradient_checkpointing,
-                  generative=kind_of(cfg.task).generates, chunk_tokens=cfg.trainer.loss_chunk_tokens)
+@dataclass(frozen=True)
+class RunPlan:
+    """What the plan reads of a run: its stages and parallelism, the GPU it plans for, its checkpoint policy, the
+    model's shape and the ranks' layout."""
+    curriculum: CurriculumConfig
+    parallel: ParallelConfig
+    plan: PlanConfig
+    trainer: TrainerConfig
+    shape: ModelShape
+    layout: Layout
+
+    @classmethod
+    def of_run(cls, cfg: SFTConfig, world: int, shape: ModelShape | None = None) -> RunPlan:
+        """The run's plan over `world` ranks; `shape` read from model.name_or_path's config.json unless given."""
+        ds = cfg.deepspeed
+        lay = Layout(world=world, ranks_per_node=procs_per_node(cfg.slurm), zero_stage=ds.zero_stage,
+                     offload_param=ds.offload_param, offload_optimizer=ds.offload_optimizer,
+                     gradient_checkpointing=cfg.model.gradient_checkpointing,
+                     generative=kind_of(cfg.task).generates, chunk_tokens=cfg.trainer.loss_chunk_tokens)
+        return cls(cfg.curriculum, cfg.parallel, cfg.plan, cfg.trainer, shape or run_model_shape(cfg.model, cfg.task),
+                   lay)
 
 
 def table(rows: list[StageRow], limit: float, m: ModelShape, lay: Layout) -> str:
@@ -220,37 +237,34 @@ def host_request_gb(m: ModelShape, lay: Layout) -> int:
     return math.ceil((host_bytes_per_node(m, lay) * HOST_MARGIN + HOST_PER_RANK * ranks) / GB)
 
 
-def make_plan(cfg: SFTConfig, world: int, m: ModelShape | None = None,
-              limit: float | None = None) -> tuple[list[StageRow], str]:
+def make_plan(run: RunPlan, limit: float | None = None) -> tuple[list[StageRow], str]:
     """The plan's rows and table against `limit` bytes per GPU (default: plan.gpu / plan.gpu_mem_gb)."""
-    m = m or run_model_shape(cfg.model, cfg.task)
-    lay = layout(cfg, world)
-    limit = gpu_bytes(cfg.plan) if limit is None else limit
-    rows = plan_rows(cfg.curriculum, cfg.parallel, limit, m, lay)
-    return rows, table(rows, limit, m, lay)
+    limit = gpu_bytes(run.plan) if limit is None else limit
+    rows = plan_rows(run.curriculum, run.parallel, limit, run.shape, run.layout)
+    return rows, table(rows, limit, run.shape, run.layout)
 
 
-def check_before_training(cfg: SFTConfig, world: int, gpu_total_bytes: float) -> str | None:
+def check_before_training(run: RunPlan, gpu_total_bytes: float) -> str | None:
     """On GPUs: None when every stage fits; the table as a warning when one does not; an error
     when one is over by more than plan.max_over."""
-    rows, text = make_plan(cfg, world, limit=gpu_total_bytes)
+    rows, text = make_plan(run, limit=gpu_total_bytes)
     worst = max(r.total / gpu_total_bytes for r in rows)
-    if worst > cfg.plan.max_over:
+    if worst > run.plan.max_over:
         raise MemoryPlanError(f"the memory plan puts a stage at {worst:.2f}x this GPU's memory (more than "
-                          f"plan.max_over={cfg.plan.max_over}); raise the stage's sp_size or offload:\n{text}")
+                          f"plan.max_over={run.plan.max_over}); raise the stage's sp_size or offload:\n{text}")
     return text if worst > 1 else None
 
 
-def disk_plan(cfg: SFTConfig, m: ModelShape) -> str:
+def disk_plan(run: RunPlan) -> str:
     """Per stage the size of one mid-stage checkpoint and of the stage export, and the run's peak disk
     under trainer.keep_checkpoints (an upper bound under LoRA, whose checkpoints hold only the adapters'
     optimizer state)."""
-    t = cfg.trainer
-    ckpt = checkpoint_bytes(m.params, m.params, cfg.deepspeed.zero_stage, m.dtype_bytes)
+    t, m = run.trainer, run.shape
+    ckpt = checkpoint_bytes(m.params, m.params, run.layout.zero_stage, m.dtype_bytes)
     export = export_bytes(m.params, m.dtype_bytes)
     lines = ["| stage | checkpoint (GB) | stage export (GB) |", "|---|---|---|"]
-    lines += [f"| {s.name} | {ckpt / GB:.1f} | {export / GB:.1f} |" for s in cfg.curriculum.stages]
-    n = len(cfg.curriculum.stages)
+    lines += [f"| {s.name} | {ckpt / GB:.1f} | {export / GB:.1f} |" for s in run.curriculum.stages]
+    n = len(run.curriculum.stages)
     peak = peak_disk_bytes(n, ckpt, export, t.keep_checkpoints, bool(t.save_every))
     if not t.save_every:
         why = f"{n} stage exports; no mid-stage checkpoints (trainer.save_every=0)"

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from configs.rules import stage_grad_accum
-from configs.schema import SFTConfig, StageConfig, stage_sp_size, to_container
+from configs.schema import ModelConfig, SFTConfig, StageConfig, TaskConfig, stage_sp_size, to_container
 from data_builders.sources import DataError, DataRequest, in_bucket, train_split
 from eval.reports.tracking import Tracker, run_identity
 from eval.reports.writer import read_rows
@@ -91,7 +91,8 @@ class Trainer:
         self.continue_dir = continue_dir or self.run_dir   # a cross-validation run's, not its fold's
         self.base = resolve_model_path(cfg.model.name_or_path)
         self.tokenizer = load_tokenizer(self.base)
-        self.records = prepare_records(cfg.data, DataRequest.of_run(cfg), self.tokenizer, self.run_dir, info)
+        request = DataRequest.of_run(cfg.task, cfg.curriculum, cfg.eval, cfg.trainer.seed)
+        self.records = prepare_records(cfg.data, request, self.tokenizer, self.run_dir, info)
         self.stages = list(cfg.curriculum.stages)
         self.names = [s.name for s in self.stages]
         if cfg.trainer.eval_every and not self.records.get("val"):
@@ -148,7 +149,9 @@ class Trainer:
     def _evaluate(self, weights_after: int, out_dir: Path, prefix: str, step: int) -> dict | None:
         """Score the export that stage `weights_after` starts from (len(stages): the final one)."""
         weights = stage_weights(self.run_dir, weights_after, self.names, self.base)
-        metrics = evaluate_export(self.cfg, weights, self.records, out_dir, self.info)
+        c = self.cfg
+        metrics = evaluate_export(c.task, c.model, c.eval, weights, self.records, out_dir, self.info,
+                                  progress=c.trainer.progress)
         if metrics is not None:
             curve = curve_markdown(Path(self.cfg.output_dir), out_dir)
             if curve:
@@ -204,8 +207,9 @@ class Trainer:
         return Validation(
             Curve.resumed(self.run_dir, stage.index, stage.name, cfg.trainer.eval_every,
                           cfg.trainer.early_stopping_patience, info.is_main),
-            lambda eng, d: export_hf(eng, cfg, start_weights, self.tokenizer, d, info.is_main, spec),
-            lambda d: validation_scores(cfg, str(d), val, info))
+            lambda eng, d: export_hf(eng, cfg.model, cfg.task, cfg.deepspeed.zero_stage, start_weights,
+                                     self.tokenizer, d, info.is_main, spec),
+            lambda d: validation_scores(cfg.task, cfg.model, cfg.eval, str(d), val, info))
 
     def _train(self, stage: Stage, global_step: int) -> tuple[int, bool]:
         """Train one stage and export it; returns (global step, stopped early)."""
@@ -214,10 +218,12 @@ class Trainer:
         samples, plan, skipped = self._plan(stage, info)
         start_weights = stage_weights(self.run_dir, stage.index, self.names, self.base)
         engine = self._engine(stage, info, plan, start_weights)
-        spec = annotator_spec(cfg, stage.config, self.train_records)
+        spec = annotator_spec(cfg.task, cfg.model, stage.config, self.train_records, data_source=str(cfg.data.source),
+                              max_new_tokens=cfg.eval.max_new_tokens)
         validation = self._validation(stage, info, start_weights, spec)
-        ctx = StageContext.of_stage(cfg, stage.index, stage.config, self.run_dir, info, self.tokenizer.pad_token_id,
-                                    self.log, self.tracker,
+        ctx = StageContext.of_stage(cfg.trainer, cfg.task, stage.index, stage.config, self.run_dir, info,
+                                    self.tokenizer.pad_token_id, self.log, self.tracker, sp_mode=cfg.parallel.sp_mode,
+                                    zero_stage=cfg.deepspeed.zero_stage, packed=cfg.data.packing,
                                     checkpoint_bytes=module_checkpoint_bytes(engine.module, cfg.deepspeed.zero_stage),
                                     global_batch=plan.per_step, validation=validation)
         global_step, stopped = run_stage(engine, samples, plan, ctx, stage.start_step, global_step)
@@ -236,7 +242,9 @@ class Trainer:
     def _export(self, stage: Stage, engine, start_weights: str, spec: AnnotatorSpec, validation: Validation | None,
                 info: DistInfo) -> None:
         export_dir = stage_dir(self.run_dir, stage.index, stage.name) / "hf"
-        export_hf(engine, self.cfg, start_weights, self.tokenizer, export_dir, info.is_main, spec)
+        c = self.cfg
+        export_hf(engine, c.model, c.task, c.deepspeed.zero_stage, start_weights, self.tokenizer, export_dir,
+                  info.is_main, spec)
         barrier()
         if validation is not None:
             validation.curve.keep_best(export_dir)
@@ -250,23 +258,17 @@ class Trainer:
         return bool(stop.step_reached)
 
 
-def train(cfg: SFTConfig, info: DistInfo, continue_dir: Path | None = None) -> dict | None:
-    """Every stage, then the final evaluation; the metrics on rank 0. `continue_dir`: the directory
-    the stop message's command continues (a cross-validation run's, not its fold's)."""
-    return Trainer(cfg, info, continue_dir).run()
-
-
-def annotator_spec(cfg: SFTConfig, stage: StageConfig, train_records: list[dict]) -> AnnotatorSpec:
+def annotator_spec(t: TaskConfig, model: ModelConfig, stage: StageConfig, train_records: list[dict], *,
+                   data_source: str, max_new_tokens: int) -> AnnotatorSpec:
     """What a stage's export needs for inference (`annotator.json`); the final evaluation adds
     the decision threshold."""
     languages = Counter(r.get("language") or "zh" for r in train_records)
-    t = cfg.task
     return AnnotatorSpec(
         kind=str(t.kind), head=str(t.head), template=t.template, evidence_sentences=t.evidence_sentences,
         scorer=str(t.scorer), language=languages.most_common(1)[0][0] if languages else "zh",
-        max_seq_len=stage.max_seq_len, max_new_tokens=cfg.eval.max_new_tokens,
-        labels=list(kind_of(t).labels(t)), base_model=str(cfg.model.name_or_path), stage=stage.name,
-        training={"source": str(cfg.data.source), "records": len(train_records)}, evidence_unit=str(t.evidence_unit))
+        max_seq_len=stage.max_seq_len, max_new_tokens=max_new_tokens,
+        labels=list(kind_of(t).labels(t)), base_model=str(model.name_or_path), stage=stage.name,
+        training={"source": data_source, "records": len(train_records)}, evidence_unit=str(t.evidence_unit))
 
 
 def _write_stage_summary(run_dir: Path, index: int, name: str, skipped: int, steps: int) -> None:

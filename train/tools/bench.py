@@ -137,7 +137,8 @@ def throughput(work: Path, steps: int, long_steps: int, model: str | None = None
     cfg = config_at(lengths[0])
     path = resolve_model_path(cfg.model.name_or_path)
     tok = load_tokenizer(path)
-    records = build_records(cfg.data, DataRequest.of_run(cfg), tok)[0]["train"]
+    request = DataRequest.of_run(cfg.task, cfg.curriculum, cfg.eval, cfg.trainer.seed)
+    records = build_records(cfg.data, request, tok)[0]["train"]
     info = init_distributed(1)
     try:
         return {stage.name: _stage_throughput(config_at(length), path, tok, records, stage, n, info, work)
@@ -152,7 +153,9 @@ def _stage_throughput(cfg, path: str, tok, records: list[dict], stage, n: int, i
     samples, _ = stage_samples(records, stage, tok, cfg.task, 1.0)
     plan = plan_stage(stage, len(samples), 1, 1, 1, cfg.trainer.seed, n)
     engine = build_engine(cfg, path, 1, cfg.optim.lr, plan.total_steps)
-    ctx = StageContext.of_stage(cfg, 0, stage, work, info, tok.pad_token_id)
+    ctx = StageContext.of_stage(cfg.trainer, cfg.task, 0, stage, work, info, tok.pad_token_id,
+                                sp_mode=cfg.parallel.sp_mode, zero_stage=cfg.deepspeed.zero_stage,
+                                packed=cfg.data.packing)
     plain = PlainLoop(path, cfg.optim.lr)
     ours_rate, plain_rate, step_tokens = [], [], []
     for k in range(plan.total_steps):
@@ -176,8 +179,8 @@ def _data_dir(work: Path, books: int | None = None) -> Path:
     if not (out / "train.jsonl").exists():
         cfg = _compose([_stages(1, 1), *([f"data.corpus.n_books={books}"] if books else [])])
         tokenizer = load_tokenizer(resolve_model_path(cfg.model.name_or_path))
-        write_jsonl(out / "train.jsonl", build_records(cfg.data, DataRequest.of_run(cfg), tokenizer)
-                    [0]["train"])
+        request = DataRequest.of_run(cfg.task, cfg.curriculum, cfg.eval, cfg.trainer.seed)
+        write_jsonl(out / "train.jsonl", build_records(cfg.data, request, tokenizer)[0]["train"])
     return out
 
 

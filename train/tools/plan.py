@@ -9,16 +9,16 @@ from omegaconf import DictConfig
 import configs.schema  # noqa: F401  (registers the structured schemas)
 from configs.schema import typed
 from data_builders.common.user_errors import reports_user_errors
-from train.memory_plan import disk_plan, make_plan, planned_world_size, run_model_shape
+from train.memory_plan import RunPlan, disk_plan, make_plan, planned_world_size
 
 
 @hydra.main(config_path="../../configs", config_name="sft", version_base="1.3")
 @reports_user_errors("train/tools/plan.py")
 def main(composed: DictConfig) -> None:
     cfg = typed(composed)
-    m = run_model_shape(cfg.model, cfg.task)
-    print(make_plan(cfg, planned_world_size(cfg.plan, cfg.slurm), m)[1])
-    print("\n" + disk_plan(cfg, m))
+    run = RunPlan.of_run(cfg, planned_world_size(cfg.plan, cfg.slurm))
+    print(make_plan(run)[1])
+    print("\n" + disk_plan(run))
 
 
 if __name__ == "__main__":
