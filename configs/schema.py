@@ -256,6 +256,14 @@ class GroundingConfig:
     choose_folds: int = 5              # inner folds of choose_among (at most the groups there are)
     threshold: float | None = None     # the response's; default: chosen on validation for eval.threshold_for
     span_threshold: float | None = None   # a sentence's; default: chosen on validation for character F1
+    encoder: str | None = None         # embedded:minilm | an encoder directory: fine-tuned per fit on (unit, its
+                                       # encoder_evidence closest source pieces) to say whether the unit is
+                                       # hallucinated; its logit joins the unit features (training units read the
+                                       # logit of an encoder fitted on the other half of the train sources)
+    encoder_evidence: int = 2          # source pieces (by embedder, else MiniLM, similarity) beside each unit
+    encoder_epochs: float = 1.0        # passes over the training units
+    encoder_lr: float = 5e-5
+    encoder_max_len: int = 192         # tokens of a (unit, evidence) pair
 
 
 @dataclass

@@ -134,3 +134,15 @@ def _report_files(terminalreporter, spent: dict[str, dict[str, float]], shown: i
                              f"({sum(files.values()) / 60:.0f} worker-minutes in all)")
     for name, total in heaviest:
         terminalreporter.write_line(f"{total:6.0f} s  {name}")
+
+
+@pytest.fixture(scope="session")
+def tiny_unit_encoder(tmp_path_factory):
+    """A randomly initialised 2-layer BERT whose vocabulary covers the characters of the grounding tests'
+    synthetic records (tests/test_grounding.py::synthetic), for `eval.grounding.encoder`."""
+    from tests.test_grounding import synthetic
+    from tests.tiny_encoders import write_tiny_encoder
+
+    records = [r for seed in range(3) for r in synthetic(40, seed)]
+    text = " ".join(r["source"] + " " + r["response"] for r in records)
+    return write_tiny_encoder(tmp_path_factory.mktemp("unit_encoder"), "bert", text + " ...")

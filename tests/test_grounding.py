@@ -349,3 +349,31 @@ def test_eval_run_refuses_grounding_on_built_records_and_folds_for_an_annotator(
     done = _run("+exp=ragtruth_grounding", "eval.method=annotator", f"data.root={tmp_path}",
                 f"output_dir={tmp_path / 'b'}")
     assert done.returncode != 0 and "a fold's export is scored with data.folds=0" in done.stderr
+
+
+def test_with_an_encoder_a_training_unit_reads_the_encoder_that_never_saw_its_source(tiny_unit_encoder, tmp_path):
+    from data_builders.folds import source_key
+    from eval.baselines.grounding import ENCODER_FEATURES, GroundingModel, fit_unit_encoders, source_halves, unit_pairs
+    from models.unit_encoder import unit_logits
+
+    config = GroundingConfig(encoder=str(tiny_unit_encoder), encoder_epochs=2.0, encoder_lr=1e-3)
+    train = synthetic(24, 0)
+    encoders, held_out = fit_unit_encoders(train, config)
+    halves = source_halves(train)
+    assert len(encoders) == 2 and set(held_out) == {r["id"] for r in train} and all(halves)
+    for rec in train:
+        unseen = encoders[0 if source_key(rec) in halves[1] else 1]
+        assert held_out[rec["id"]] == unit_logits([unseen], unit_pairs(rec, config))
+    seen_by_one = unit_logits([encoders[0]], unit_pairs(train[0], config))
+    assert seen_by_one != unit_logits([encoders[1]], unit_pairs(train[0], config))     # two different fits
+
+    model = fit(train, config)
+    assert model.feature_names()["sentence"][len(SENTENCE_FEATURES)] == ENCODER_FEATURES[0]
+    assert model.held_out_logits is None                      # a fitted model reads new records with both encoders
+    test = synthetic(8, 1)
+    means = [sum(pair) / 2 for pair in zip(*(unit_logits([e], unit_pairs(test[0], config)) for e in model.encoders))]
+    assert model._encoder_logits(test[0]) == pytest.approx(means, abs=1e-6)
+    model.save(tmp_path / "grounding.json", {})
+    again = GroundingModel.load(tmp_path / "grounding.json")
+    assert [again.scores(r) for r in test] == [model.scores(r) for r in test]
+    assert sum(model.predict(r)["label"] == r["label"] for r in test) >= 6

@@ -12,7 +12,9 @@ the closest source sentences; with `eval.grounding.lm` what a causal LM expects 
 without the source (eval/baselines/lm_evidence.py); with `eval.grounding.negation` its negation cues against its
 closest source sentence's; with `eval.grounding.word_odds` the response model also reads how often its
 unsupported words stood unsupported in hallucinated training responses against faithful ones
-(`WordOdds`). Thresholds are chosen on the validation split: the response's for
+(`WordOdds`); with `eval.grounding.encoder` each unit also gets the logit of a cross-encoder fine-tuned on the
+training units beside their closest source pieces (models/unit_encoder.py; a training unit's from the encoder
+fitted on the other half of the training sources). Thresholds are chosen on the validation split: the response's for
 `eval.threshold_for` (balanced accuracy, or F1; per task type with `eval.threshold_by`), the spans' for
 character F1 (`eval/thresholds.py`); with `eval.grounding.cross_fit_by` on cross-fitted scores instead
 (`cross_fitted_scores`). Words are Latin-script words, numbers, and single CJK characters,
@@ -23,9 +25,11 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import re
+import shutil
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -34,7 +38,7 @@ import numpy as np
 from configs.choices import EvidenceUnit
 from configs.schema import GroundingConfig
 from data_builders.common.progress import progress
-from data_builders.folds import group_key, grouped_folds
+from data_builders.folds import group_key, grouped_folds, source_key
 from data_builders.sentences import sentence_spans, unit_spans
 from eval.baselines.lm_evidence import LM_FEATURES, lm_reader
 from eval.thresholds import field_value, flagged_spans, is_hallucinated
@@ -50,16 +54,19 @@ SENTENCE_FEATURES = ("unsupported_share", "unsupported_words", "unsupported_numb
 SEMANTIC_FEATURES = ("max_similarity", "top3_similarity")   # with eval.grounding.embedder
 NEGATION_FEATURES = ("negations", "unmatched_negations")     # with eval.grounding.negation
 WORD_ODDS_FEATURES = ("unsupported_log_odds_sum", "unsupported_log_odds_min")   # with eval.grounding.word_odds
+ENCODER_FEATURES = ("encoder_logit",)                       # with eval.grounding.encoder
+ENCODER_DIRS = ("unit_encoder_0", "unit_encoder_1")         # beside grounding.json
 NEGATION = re.compile(r"\b(?:not|no|never|nothing|none|nobody|neither|nor|without|cannot)\b|n['\u2019]t|[不没未无非]",
                       re.IGNORECASE)
 CONTEXT_FEATURES = ("log_sentences", "response_unsupported_share", "log_source_chars")
 SOURCE_UNIT_CHARS, SOURCE_UNITS = 400, 200     # source pieces the embedder compares a sentence with
 _READ: dict[tuple, tuple] = {}                  # a record's features, computed once per process (folds reuse them)
+_PAIRS: dict[tuple, list] = {}                  # a record's (unit, evidence) pairs, likewise
 
 
 def sentence_features(config: GroundingConfig) -> tuple[str, ...]:
     return (SENTENCE_FEATURES + (SEMANTIC_FEATURES if config.embedder else ()) + (LM_FEATURES if config.lm else ())
-            + (NEGATION_FEATURES if config.negation else ()))
+            + (NEGATION_FEATURES if config.negation else ()) + (ENCODER_FEATURES if config.encoder else ()))
 
 
 def task_type(rec: dict) -> str:
@@ -188,6 +195,55 @@ def _negations(rec: dict, spans: list[tuple[int, int]]) -> list[list[float]]:
     return out
 
 
+def unit_pairs(rec: dict, config: GroundingConfig) -> list[tuple[str, str]]:
+    """What the unit encoder reads of each unit: its text, and its `encoder_evidence` closest source pieces (by
+    the embedder's similarity, MiniLM's without one) joined in source order."""
+    key = (rec.get("id"), hash(rec["source"]), hash(rec["response"]), str(config.unit), config.embedder,
+           config.encoder_evidence)
+    if key not in _PAIRS:
+        embedder, language = config.embedder or "minilm", rec.get("language", "en")
+        pieces = source_units(rec["source"], language)
+        texts = [rec["response"][a:b] for a, b in (s.span for s in sentences(rec, config)[0])]
+        similar = (_ranker(embedder).encode(texts) @ _source_embeddings(embedder, rec["source"], language).T)
+        closest = np.argsort(-similar.float().cpu().numpy(), axis=1)[:, :config.encoder_evidence]
+        _PAIRS[key] = [(text, " ... ".join(pieces[j] for j in sorted(row))) for text, row in zip(texts, closest)]
+    return _PAIRS[key]
+
+
+def source_halves(train: list[dict]) -> list[set[str]]:
+    """The training sources dealt into two halves in a seeded order (`data_builders.folds.source_key`)."""
+    sources = sorted({source_key(r) for r in train})
+    if len(sources) < 2:
+        raise GroundingError(f"eval.grounding.encoder fine-tunes two encoders on halves of the train sources: found "
+                             f"{len(sources)} source")
+    random.Random(0).shuffle(sources)
+    return [set(sources[0::2]), set(sources[1::2])]
+
+
+def fit_unit_encoders(train: list[dict], config: GroundingConfig) -> tuple[list, dict[str, list[float]]]:
+    """Two unit encoders, each fine-tuned on the units of half the training sources, and each training record's
+    unit logits from the encoder that never saw its source: a training unit's feature is then what a test unit's
+    is (read by encoders that saw none of its source), not a memorised label. Test units read the two's mean."""
+    from models.builders import resolve_model_path
+    from models.unit_encoder import EncoderTraining, fit_unit_encoder, unit_logits
+
+    parts = [[r for r in train if source_key(r) in half] for half in source_halves(train)]
+    training = EncoderTraining(config.encoder_epochs, config.encoder_lr, config.encoder_max_len)
+    path = resolve_model_path(config.encoder, key="eval.grounding.encoder")
+    encoders = []
+    for i, part in enumerate(parts):
+        pairs, labels = [], []
+        for rec in progress(part, desc=f"unit encoder {i + 1} of 2: its units and their evidence"):
+            found = sentences(rec, config)[0]
+            pairs += unit_pairs(rec, config)
+            labels += gold_sentence_labels(rec, found) if rec["label"] else [0] * len(found)
+        encoders.append(fit_unit_encoder(path, pairs, labels, training, seed=i, desc=f"unit encoder {i + 1} of 2"))
+    held_out = {rec["id"]: unit_logits([encoder], unit_pairs(rec, config))
+                for encoder, other in zip(encoders, reversed(parts))
+                for rec in progress(other, desc="unit encoders: the other half's logits")}
+    return encoders, held_out
+
+
 def gold_sentence_labels(rec: dict, found: list[Sentence]) -> list[int]:
     gold = [(s["start"], s["end"]) for s in rec.get("spans") or []]
     return [int(any(a < s.span[1] and b > s.span[0] for a, b in gold)) for s in found]
@@ -274,6 +330,8 @@ class GroundingModel:
     span_threshold: float = 0.5      # a unit of a hallucinated response is marked when its probability reaches it
     thresholds_by: dict | None = None    # {"field": a record path, "values": {value: threshold}} (eval.threshold_by)
     word_odds: WordOdds | None = None    # eval.grounding.word_odds, where the train split has both labels
+    encoders: list = field(default_factory=list)     # eval.grounding.encoder: the two fine-tuned unit encoders
+    held_out_logits: dict | None = field(default=None, repr=False)   # while fitting: the training units' logits
 
     def threshold_of(self, rec: dict) -> float:
         """The response threshold of a record: its group's (`eval.threshold_by`), else the overall one."""
@@ -290,10 +348,22 @@ class GroundingModel:
         responses' labels, join the response model only (a training record's without its source's responses:
         `held_out`)."""
         found, context = sentences(rec, self.config)
-        rows = np.array([s.features + context + self._task(rec) for s in found], dtype=float)
-        own = np.array([s.features + (self.word_odds.features(s.unsupported, held_out) if self.word_odds else [])
-                        for s in found], dtype=float)
+        logits = self._encoder_logits(rec) if self.config.encoder else None
+        units = [s.features + [logit] for s, logit in zip(found, logits)] if logits is not None else [
+            s.features for s in found]
+        rows = np.array([u + context + self._task(rec) for u in units], dtype=float)
+        own = np.array([u + (self.word_odds.features(s.unsupported, held_out) if self.word_odds else [])
+                        for s, u in zip(found, units)], dtype=float)
         return found, rows, np.concatenate([own.max(0), own.mean(0), context, self._task(rec)])
+
+    def _encoder_logits(self, rec: dict) -> list[float]:
+        """The unit encoders' logits of the record's units: while fitting, a training record's from the encoder
+        that never saw its source; else the encoders' mean."""
+        if self.held_out_logits is not None and rec["id"] in self.held_out_logits:
+            return self.held_out_logits[rec["id"]]
+        from models.unit_encoder import unit_logits
+
+        return unit_logits(self.encoders, unit_pairs(rec, self.config))
 
     def scores(self, rec: dict) -> tuple[float, list[list]]:
         """The response's probability of being hallucinated (without a response model: its most likely
@@ -326,26 +396,41 @@ class GroundingModel:
                              *self.task_types]}
 
     def save(self, path: Path, provenance: dict) -> None:
-        """The model as JSON: thresholds with where they came from, and each weight beside its feature."""
+        """The model as JSON: thresholds with where they came from, and each weight beside its feature; the unit
+        encoders beside it, each a `from_pretrained` directory with its head (`ENCODER_DIRS`)."""
         names = self.feature_names()
+        for i, encoder in enumerate(self.encoders):
+            shutil.rmtree(path.parent / ENCODER_DIRS[i], ignore_errors=True)
+            encoder.save(path.parent / ENCODER_DIRS[i])
         body = {"threshold": self.threshold, "span_threshold": self.span_threshold,
                 "thresholds_by": self.thresholds_by, **provenance,
                 "task_types": self.task_types, "embedder": self.config.embedder, "unit": str(self.config.unit),
                 "lm": self.config.lm, "lm_source_tokens": self.config.lm_source_tokens,
                 "negation": self.config.negation, "stem": self.config.stem,
                 "word_odds": self.word_odds and {**vars(self.word_odds), "features": WORD_ODDS_FEATURES},
+                "encoder": self.config.encoder and {
+                    "name": self.config.encoder, "evidence": self.config.encoder_evidence,
+                    "epochs": self.config.encoder_epochs, "lr": self.config.encoder_lr,
+                    "max_len": self.config.encoder_max_len, "dirs": list(ENCODER_DIRS[:len(self.encoders)]),
+                    "fitted": "each on the units of half the train sources; a training unit's logit from the other"},
                 **{part: {**vars(getattr(self, part)), "features": names[part]} if getattr(self, part) else None
                    for part in names}}
         path.write_text(json.dumps(body, indent=1, ensure_ascii=False), encoding="utf-8")
 
     @classmethod
     def load(cls, path: Path) -> GroundingModel:
-        """The model `save` wrote (JSON: numbers and word counts, nothing that runs); its features are checked
-        against what this version computes, so a file of another version is refused rather than misread."""
-        body = json.loads(Path(path).read_text(encoding="utf-8"))
+        """The model `save` wrote (JSON: numbers and word counts, nothing that runs; the unit encoders' weights as
+        safetensors); its features are checked against what this version computes, so a file of another version
+        is refused rather than misread."""
+        path = Path(path)
+        body = json.loads(path.read_text(encoding="utf-8"))
+        encoder = body.get("encoder")
         config = GroundingConfig(unit=EvidenceUnit(body["unit"]), embedder=body["embedder"], lm=body["lm"],
                                  lm_source_tokens=body["lm_source_tokens"], negation=body["negation"],
-                                 stem=body["stem"], word_odds=body["word_odds"] is not None)
+                                 stem=body["stem"], word_odds=body["word_odds"] is not None,
+                                 **({"encoder": encoder["name"], "encoder_evidence": encoder["evidence"],
+                                     "encoder_epochs": encoder["epochs"], "encoder_lr": encoder["lr"],
+                                     "encoder_max_len": encoder["max_len"]} if encoder else {}))
         odds = body["word_odds"]
         model = cls(body["task_types"], config, threshold=body["threshold"], span_threshold=body["span_threshold"],
                     thresholds_by=body["thresholds_by"],
@@ -358,6 +443,10 @@ class GroundingModel:
                 raise GroundingError(f"{path}: the {part} model's features are {body[part]['features']}; this version "
                                      f"computes {names}: fit it again with this version")
             setattr(model, part, Linear(*(body[part][k] for k in ("mean", "scale", "weights", "bias"))))
+        if encoder:
+            from models.unit_encoder import UnitEncoder
+
+            model.encoders = [UnitEncoder.load(path.parent / d, encoder["max_len"]) for d in encoder["dirs"]]
         return model
 
 
@@ -373,8 +462,10 @@ def fit(train: list[dict], config: GroundingConfig = WORDS_ONLY) -> GroundingMod
     held_out = {}
     if config.word_odds and len(set(labels)) == 2:
         model.word_odds, held_out = WordOdds.fit(train, config)
+    if config.encoder:
+        model.encoders, model.held_out_logits = fit_unit_encoders(train, config)
     unit_x, unit_y, response_x = [], [], []
-    words_only = config.embedder is None and config.lm is None      # fast: no progress lines
+    words_only = config.embedder is None and config.lm is None and config.encoder is None   # fast: no progress lines
     for rec in progress(train, desc="grounding features (train)", disable=words_only):
         found, rows, response_row = model.sentence_matrix(rec, held_out.get(WordOdds.source_of(rec)))
         unit_x.append(rows)
@@ -388,6 +479,7 @@ def fit(train: list[dict], config: GroundingConfig = WORDS_ONLY) -> GroundingMod
         raise GroundingError(f"eval.method=grounding fits on the train split: it needs hallucinated and faithful "
                              f"records there, or gold spans; found labels {sorted(set(labels))} in {len(train)} "
                              f"records and no span")
+    model.held_out_logits = None
     return model
 
 

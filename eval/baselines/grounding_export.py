@@ -1,8 +1,10 @@
-"""Exports of fitted annotators that are not networks: the grounding annotator's regressions
-(`eval.method=grounding`) written as an annotator export that `eval.annotate` and `Annotator.load` apply.
+"""Exports of the grounding annotator (`eval.method=grounding`): its fitted regressions, and with
+`eval.grounding.encoder` its fine-tuned unit encoders, written as an annotator export that `eval.annotate` and
+`Annotator.load` apply.
 
     <export>/annotator.json   the spec (method: grounding, the scorer that reads its rows, its threshold)
             /grounding.json   the fitted model: coefficients, word counts, thresholds and how each was chosen
+            /unit_encoder_*/  with an encoder: each fine-tuned encoder (safetensors, tokenizer, head.safetensors)
             /README.md        a card: what it reads, how it was fitted, the cross-validated scores
 
 `eval/run.py ... eval.export=DIR` writes it: without folds, the model that scored the test split; with
@@ -31,6 +33,9 @@ def write_grounding_export(out: Path, fitted: Path, task: TaskConfig, records: l
     on, `provenance` how, `held_out` the cross-validated report of the recipe."""
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(fitted, out / MODEL_FILE)
+    for name in (_body(fitted).get("encoder") or {}).get("dirs", []):
+        shutil.rmtree(out / name, ignore_errors=True)
+        shutil.copytree(fitted.parent / name, out / name)
     model = GroundingModel.load(out / MODEL_FILE)
     languages = Counter(r.get("language") or "en" for r in records)
     body = _body(fitted)
@@ -38,7 +43,7 @@ def write_grounding_export(out: Path, fitted: Path, task: TaskConfig, records: l
                          scorer=str(task.scorer), language=languages.most_common(1)[0][0], max_seq_len=0,
                          max_new_tokens=0, labels=["faithful", "hallucinated"], threshold=model.threshold,
                          threshold_source=body.get("threshold_source"), thresholds_by=model.thresholds_by,
-                         base_model=model.config.embedder or model.config.lm or "",
+                         base_model=model.config.encoder or model.config.embedder or model.config.lm or "",
                          training={"source": "records", "records": len(records), "fitted": provenance},
                          method=GROUNDING)
     spec.save(out)
@@ -53,7 +58,10 @@ def _body(path: Path) -> dict:
 def _write_card(out: Path, spec: AnnotatorSpec, model: GroundingModel, held_out: str | None) -> None:
     c = model.config
     readers = ", ".join(filter(None, [f"sentence encoder `{c.embedder}`" if c.embedder else None,
-                                      f"causal LM `{c.lm}`" if c.lm else None])) or "none (words only)"
+                                      f"causal LM `{c.lm}`" if c.lm else None,
+                                      f"unit encoder fine-tuned from `{c.encoder}` ({len(model.encoders)} halves, "
+                                      f"{c.encoder_epochs} epoch, lr {c.encoder_lr}, {c.encoder_evidence} source "
+                                      "pieces a unit)" if c.encoder else None])) or "none (words only)"
     flags = ", ".join(name for name in ("stem", "negation", "word_odds") if getattr(c, name)) or "none"
     lines = ["---", "library_name: hallucination-annotators", "pipeline_tag: text-classification",
              "tags: [hallucination-detection, grounding-features]", f"language: [{spec.language}]", "---", "",
