@@ -95,6 +95,11 @@ def check_evaluation(evaluation: EvalConfig, data: DataConfig, task: TaskConfig)
     if method == EvalMethod.grounding and data.source != DataSource.records:
         raise ConfigError(f"eval.method=grounding reads records with a source and a response: it needs "
                           f"data.source=records, found data.source={data.source}")
+    g = evaluation.grounding
+    if method == EvalMethod.grounding and g.encoder and (g.choose_among or g.cross_fit_by):
+        key = "choose_among" if g.choose_among else "cross_fit_by"
+        raise ConfigError(f"eval.grounding.encoder fine-tunes two encoders in every fit, and eval.grounding.{key} fits "
+                          "once per candidate and inner fold (or per group): unset one of them")
     if method == EvalMethod.nli and not evaluation.nli.model:
         raise ConfigError("eval.method=nli needs eval.nli.model=<a local Hugging Face NLI model directory>")
     if method == EvalMethod.rag and task.evidence_sentences:

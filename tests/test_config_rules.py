@@ -44,6 +44,9 @@ def test_an_evaluation_config_is_refused_from_the_config_alone():
         check("eval.method=nli")
     with pytest.raises(ConfigError, match="eval.export=.* writes a fitted grounding annotator"):
         check("eval.export=/tmp/x")
+    with pytest.raises(ConfigError, match="eval.grounding.encoder fine-tunes .* eval.grounding.cross_fit_by"):
+        check("eval.method=grounding", "data.source=records", "eval.grounding.encoder=embedded:minilm",
+              "eval.grounding.cross_fit_by=meta.domain")
     check_training(_cfg(), 2, encoder=False, cuda=False)      # the demo itself passes
 
 
