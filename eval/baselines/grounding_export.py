@@ -32,13 +32,13 @@ def write_grounding_export(out: Path, fitted: Path, task: TaskConfig, records: l
     """`fitted` (a grounding.json) as an export in `out`, with its spec and card; `records` are what it was fitted
     on, `provenance` how, `held_out` the cross-validated report of the recipe."""
     out.mkdir(parents=True, exist_ok=True)
+    body = _body(fitted)
     shutil.copyfile(fitted, out / MODEL_FILE)
-    for name in (_body(fitted).get("encoder") or {}).get("dirs", []):
+    for name in (body.get("encoder") or {}).get("dirs", []):
         shutil.rmtree(out / name, ignore_errors=True)
         shutil.copytree(fitted.parent / name, out / name)
     model = GroundingModel.load(out / MODEL_FILE)
     languages = Counter(r.get("language") or "en" for r in records)
-    body = _body(fitted)
     spec = AnnotatorSpec(kind="discriminative", head="binary", template="", evidence_sentences=0,
                          scorer=str(task.scorer), language=languages.most_common(1)[0][0], max_seq_len=0,
                          max_new_tokens=0, labels=["faithful", "hallucinated"], threshold=model.threshold,
