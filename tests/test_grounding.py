@@ -17,6 +17,7 @@ from eval.baselines.grounding import (
     _source_embeddings,
     candidate_config,
     cross_fitted_scores,
+    encoder_labels,
     fit,
     gold_sentence_labels,
     sentence_features,
@@ -108,6 +109,15 @@ def test_gold_sentence_labels_follow_the_spans():
     rec = {"source": "s", "response": "One sentence. Two sentence. Three.", "spans": [{"start": 16, "end": 19}]}
     found, _ = sentences(rec)
     assert gold_sentence_labels(rec, found) == [0, 1, 0]
+
+
+def test_the_unit_encoder_learns_the_spans_or_else_the_label_of_a_hallucinated_response_without_them():
+    rec = {"source": "s", "response": "One sentence. Two sentence. Three.", "spans": [{"start": 16, "end": 19}],
+           "label": 1}
+    found, _ = sentences(rec)
+    assert encoder_labels(rec, found) == [0, 1, 0]
+    assert encoder_labels({**rec, "spans": []}, found) == [1, 1, 1]       # SummEdits: the whole summary is labelled
+    assert encoder_labels({**rec, "spans": [], "label": 0}, found) == [0, 0, 0]
 
 
 def synthetic(n: int, seed: int) -> list[dict]:

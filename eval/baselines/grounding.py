@@ -24,6 +24,7 @@ compared by its Snowball stem (says / said / saying; companies / company).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import random
 import re
@@ -43,6 +44,7 @@ from data_builders.sentences import sentence_spans, unit_spans
 from eval.baselines.lm_evidence import LM_FEATURES, lm_reader
 from eval.thresholds import field_value, flagged_spans, is_hallucinated
 
+log = logging.getLogger(__name__)
 CJK = "\u3040-\u30ff\u3400-\u9fff"
 WORD = re.compile(rf"[^\W\d_{CJK}]+|\d+(?:[.,:]\d+)*|[{CJK}]")
 STOPWORDS = frozenset("""a about after all also an and any are as at be been before being but by can could did do
@@ -232,16 +234,28 @@ def fit_unit_encoders(train: list[dict], config: GroundingConfig) -> tuple[list,
     path = resolve_model_path(config.encoder, key="eval.grounding.encoder")
     encoders = []
     for i, part in enumerate(parts):
-        pairs, labels = [], []
+        pairs, labels, unlocated = [], [], 0
         for rec in progress(part, desc=f"unit encoder {i + 1} of 2: its units and their evidence"):
-            found = sentences(rec, config)[0]
             pairs += unit_pairs(rec, config)
-            labels += gold_sentence_labels(rec, found) if rec["label"] else [0] * len(found)
+            labels += encoder_labels(rec, sentences(rec, config)[0])
+            unlocated += rec["label"] == 1 and not rec.get("spans")
+        if unlocated:
+            log.info("unit encoder %d of 2: %d hallucinated responses have no spans; each of their units is labelled "
+                     "hallucinated", i + 1, unlocated)
         encoders.append(fit_unit_encoder(path, pairs, labels, training, seed=i, desc=f"unit encoder {i + 1} of 2"))
     held_out = {rec["id"]: unit_logits([encoder], unit_pairs(rec, config))
                 for encoder, other in zip(encoders, reversed(parts))
                 for rec in progress(other, desc="unit encoders: the other half's logits")}
     return encoders, held_out
+
+
+def encoder_labels(rec: dict, found: list[Sentence]) -> list[int]:
+    """What the unit encoder learns of each unit: whether it overlaps a gold span; in a hallucinated response
+    without spans (SummEdits labels whole summaries) every unit carries the response's label, since which one
+    holds the error is unknown."""
+    if rec["label"] and not rec.get("spans"):
+        return [1] * len(found)
+    return gold_sentence_labels(rec, found) if rec["label"] else [0] * len(found)
 
 
 def gold_sentence_labels(rec: dict, found: list[Sentence]) -> list[int]:
