@@ -253,9 +253,9 @@ def encoder_labels(rec: dict, found: list[Sentence]) -> list[int]:
     """What the unit encoder learns of each unit: whether it overlaps a gold span; in a hallucinated response
     without spans (SummEdits labels whole summaries) every unit carries the response's label, since which one
     holds the error is unknown."""
-    if rec["label"] and not rec.get("spans"):
-        return [1] * len(found)
-    return gold_sentence_labels(rec, found) if rec["label"] else [0] * len(found)
+    if not rec["label"]:
+        return [0] * len(found)
+    return gold_sentence_labels(rec, found) if rec.get("spans") else [1] * len(found)
 
 
 def gold_sentence_labels(rec: dict, found: list[Sentence]) -> list[int]:
