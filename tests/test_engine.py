@@ -9,8 +9,8 @@ from tests.conftest import REPO
 TWO_STEPS = """
 import json, torch
 from train.tools.bench import _compose
-from train.distributed import init_distributed
-from train.engine import build_engine
+from train.distributed import init_distributed, teardown
+from train.engine import build_engine, release_engine
 from models.loss import token_loss_sum
 from models.builders import resolve_model_path
 
@@ -30,6 +30,9 @@ for reduce in (False, True):
         engine.backward(loss)
         engine.step()
     params[reduce] = [p.detach().clone() for p in engine.module.parameters()]
+    release_engine(engine)
+del engine, loss
+teardown()     # frees the gloo groups before exit (see train.distributed.teardown)
 same = all(torch.equal(a, b) for a, b in zip(params[False], params[True]))
 print(json.dumps({"skipped": skipped, "same": same}))
 """
@@ -45,8 +48,8 @@ def test_one_rank_skips_deepspeeds_gradient_all_reduce_and_steps_the_same():
 FUSED_OR_LOOP = """
 import json, torch
 from train.tools.bench import _compose
-from train.distributed import init_distributed
-from train.engine import build_engine
+from train.distributed import init_distributed, teardown
+from train.engine import build_engine, release_engine
 from models.loss import token_loss_sum
 from models.builders import resolve_model_path
 
@@ -64,6 +67,9 @@ for override in ([], ["optim.fused=false"]):
         engine.backward(loss)
         engine.step()
     params[str(override)] = [p.detach().clone() for p in engine.module.parameters()]
+    release_engine(engine)
+del engine, loss
+teardown()
 gap = max(float((a - b).abs().max()) for a, b in zip(*params.values()))
 print(json.dumps({"fused": list(fused.values()), "gap": gap}))
 """

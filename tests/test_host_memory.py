@@ -23,13 +23,15 @@ from train.host_memory import current_rss, return_freed_memory
 if sys.argv[1] == "fixed":
     assert return_freed_memory()
 if sys.argv[1] == "trainer":
-    from train.distributed import init_distributed
+    from train.distributed import init_distributed, teardown
     init_distributed(1)
 base = current_rss()
 first = torch.ones(2 << 20); del first
 tensors = [torch.ones(1 << 20) for _ in range(40)]
 last = tensors[-1]; del tensors
 print(json.dumps({"retained_mb": (current_rss() - base) / 2**20}))
+if sys.argv[1] == "trainer":
+    teardown()
 """
 
 PEAK = """
