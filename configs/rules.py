@@ -100,6 +100,9 @@ def check_evaluation(evaluation: EvalConfig, data: DataConfig, task: TaskConfig)
         key = "choose_among" if g.choose_among else "cross_fit_by"
         raise ConfigError(f"eval.grounding.encoder fine-tunes two encoders in every fit, and eval.grounding.{key} fits "
                           "once per candidate and inner fold (or per group): unset one of them")
+    if g.encoder_twins and not g.encoder:
+        raise ConfigError(f"eval.grounding.encoder_twins={g.encoder_twins} builds training twins for the unit "
+                          "encoder: it needs eval.grounding.encoder (embedded:minilm, say), found none")
     if method == EvalMethod.nli and not evaluation.nli.model:
         raise ConfigError("eval.method=nli needs eval.nli.model=<a local Hugging Face NLI model directory>")
     if method == EvalMethod.rag and task.evidence_sentences:

@@ -264,6 +264,12 @@ class GroundingConfig:
     encoder_epochs: float = 1.0        # passes over the training units
     encoder_lr: float = 5e-5
     encoder_max_len: int = 192         # tokens of a (unit, evidence) pair
+    encoder_twins: int = 0             # hallucinated twins (data_builders/synthetic/twins.py) per faithful record that
+                                       # each encoder also trains on, built from its own half of the train sources
+                                       # (the regressions never see them); each twin's edited unit is labelled
+    encoder_twin_edits: list[str] = field(default_factory=lambda: [
+        "numerical", "temporal", "entity", "logical_inversion"])   # in-place edits: an inserted sentence is what
+                                                                     # the unsupported-word counts already catch
 
 
 @dataclass

@@ -352,6 +352,26 @@ def test_eval_run_cross_validates_it_in_one_launch(tmp_path):
     assert "folds pooled" in done.stdout
 
 
+def test_the_encoders_twins_come_from_their_own_half_and_mark_the_edited_unit():
+    from eval.baselines.grounding import GroundingError, encoder_twins
+
+    part, elsewhere = synthetic(20, 0), synthetic(20, 1)
+    config = GroundingConfig(encoder="embedded:minilm", encoder_twins=1)
+    twins = encoder_twins(part, config, 0)
+    faithful = {r["id"]: r for r in part if r["label"] == 0}
+    assert len(twins) == len(faithful) and {t["meta"]["twin_of"] for t in twins} == set(faithful)
+    assert {t["source"] for t in twins} <= {r["source"] for r in part}
+    assert not {t["source"] for t in twins} & {r["source"] for r in elsewhere}
+    assert {t["meta"]["edit"] for t in twins} <= {"numerical", "temporal", "entity", "logical_inversion"}
+    for twin in twins:
+        found = sentences(twin, config)[0]
+        original = faithful[twin["meta"]["twin_of"]]
+        assert sum(encoder_labels(twin, found)) == 1 and twin["response"] != original["response"]
+    assert encoder_twins(part, GroundingConfig(encoder="embedded:minilm"), 0) == []
+    with pytest.raises(GroundingError, match="encoder_twin_edits: expected some of numerical"):
+        encoder_twins(part, GroundingConfig(encoder="embedded:minilm", encoder_twins=1, encoder_twin_edits=["typo"]), 0)
+
+
 def test_eval_run_refuses_grounding_on_built_records_and_folds_for_an_annotator(tmp_path):
     done = _run("+exp=longnovel_curriculum_demo", "eval.method=grounding", f"output_dir={tmp_path / 'a'}")
     assert done.returncode != 0 and "needs data.source=records, found data.source=embedded" in done.stderr
@@ -359,6 +379,9 @@ def test_eval_run_refuses_grounding_on_built_records_and_folds_for_an_annotator(
     done = _run("+exp=ragtruth_grounding", "eval.method=annotator", f"data.root={tmp_path}",
                 f"output_dir={tmp_path / 'b'}")
     assert done.returncode != 0 and "a fold's export is scored with data.folds=0" in done.stderr
+    done = _run("+exp=ragtruth_grounding", "eval.grounding.encoder_twins=1", f"data.root={tmp_path}",
+                f"output_dir={tmp_path / 'c'}")
+    assert done.returncode != 0 and "it needs eval.grounding.encoder" in done.stderr
 
 
 def test_with_an_encoder_a_training_unit_reads_the_encoder_that_never_saw_its_source(tiny_unit_encoder, tmp_path):

@@ -235,7 +235,8 @@ def fit_unit_encoders(train: list[dict], config: GroundingConfig) -> tuple[list,
     encoders = []
     for i, part in enumerate(parts):
         pairs, labels, unlocated = [], [], 0
-        for rec in progress(part, desc=f"unit encoder {i + 1} of 2: its units and their evidence"):
+        for rec in progress(part + encoder_twins(part, config, i),
+                            desc=f"unit encoder {i + 1} of 2: its units and their evidence"):
             pairs += unit_pairs(rec, config)
             labels += encoder_labels(rec, sentences(rec, config)[0])
             unlocated += rec["label"] == 1 and not rec.get("spans")
@@ -247,6 +248,22 @@ def fit_unit_encoders(train: list[dict], config: GroundingConfig) -> tuple[list,
                 for encoder, other in zip(encoders, reversed(parts))
                 for rec in progress(other, desc="unit encoders: the other half's logits")}
     return encoders, held_out
+
+
+def encoder_twins(part: list[dict], config: GroundingConfig, seed: int) -> list[dict]:
+    """`encoder_twins` hallucinated twins of each faithful record of `part`, built from `part` alone."""
+    from data_builders.synthetic.twins import EDITS, SyntheticSettings, count_line, synthesize
+
+    if not config.encoder_twins:
+        return []
+    unknown = sorted(set(config.encoder_twin_edits) - set(EDITS))
+    if unknown or not config.encoder_twin_edits:
+        raise GroundingError(f"eval.grounding.encoder_twin_edits: expected some of {', '.join(EDITS)}, found "
+                             f"{list(config.encoder_twin_edits)}")
+    made, counts = synthesize(part, SyntheticSettings(twins=config.encoder_twins,
+                                                      edits=tuple(config.encoder_twin_edits), seed=seed))
+    log.info("unit encoder %d of 2: %s", seed + 1, count_line(counts))
+    return made
 
 
 def encoder_labels(rec: dict, found: list[Sentence]) -> list[int]:
