@@ -379,9 +379,6 @@ def test_eval_run_refuses_grounding_on_built_records_and_folds_for_an_annotator(
     done = _run("+exp=ragtruth_grounding", "eval.method=annotator", f"data.root={tmp_path}",
                 f"output_dir={tmp_path / 'b'}")
     assert done.returncode != 0 and "a fold's export is scored with data.folds=0" in done.stderr
-    done = _run("+exp=ragtruth_grounding", "eval.grounding.encoder_twins=1", f"data.root={tmp_path}",
-                f"output_dir={tmp_path / 'c'}")
-    assert done.returncode != 0 and "it needs eval.grounding.encoder" in done.stderr
 
 
 def test_with_an_encoder_a_training_unit_reads_the_encoder_that_never_saw_its_source(tiny_unit_encoder, tmp_path):
