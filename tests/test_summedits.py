@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from data_builders.folds import grouped_folds, source_key
+from data_builders.importers.summedits import edited_spans
 from data_builders.records import read_jsonl
 from eval.scorers.scoring import scorer
 from tests.conftest import REPO, shared_data
@@ -35,6 +36,19 @@ def test_the_released_domains_import_with_their_published_counts(tmp_path):
             raw = released[rec["id"].removeprefix("summedits-news-")]
             assert rec["label"] == 1 - raw["label"] and rec["response"] == raw["summary"]   # 0 = inconsistent
     assert f"{len(records)} records ({sum(r['label'] for r in records)} hallucinated" in done.stdout
+
+
+@pytest.mark.parametrize("summary, expected", [
+    ("U.K. activists dumped paint on the road.", []),
+    ("British activists dumped paint on the pavement.", ["British", "pavement"]),
+    ("U.K. activists splashed blue paint on the road.", ["splashed blue"]),
+    ("U.K. activists dumped on the road.", ["on"]),                  # a deletion marks the word after it
+    ("U.K. activists dumped paint on the", ["the"]),                 # ... or, at the end, the one before
+])
+def test_the_edited_spans_are_the_summarys_words_that_differ_from_the_seed(summary, expected):
+    spans = edited_spans(summary, "U.K. activists dumped paint on the road.")
+    assert [summary[a:b] for a, b in spans] == expected
+    assert edited_spans(summary, None) == []
 
 
 def _sample(domain: str, i: int, label: int) -> dict:

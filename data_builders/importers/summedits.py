@@ -5,11 +5,16 @@ document, a summary made by editing a seed summary, and whether the edit kept it
 hallucinated (inconsistent) summary. The domain comes from the file name (`summedits_news.json`:
 `news`), kept in `meta.domain` beside `edit_types`, `original_summary` and the released `split`
 (`evaluation` | `test`); `meta.doc_id` names the document, which every summary of it shares.
+`meta.edited_spans` are the summary's character spans whose words differ from the seed summary's (a
+word-level diff; a deletion marks the word after it): where an inconsistent summary's error lies, give or
+take the consistent edits made with it.
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
+import re
 from pathlib import Path
 
 from data_builders.importers.registry import Splits, importer, one_split
@@ -17,6 +22,29 @@ from data_builders.records import RecordError, validate_record
 
 REQUIRED = ("id", "doc", "summary", "label")
 PREFIX = "summedits_"
+TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def edited_spans(summary: str, seed: str | None) -> list[list[int]]:
+    """The character spans of `summary` whose tokens a word-level diff against `seed` finds changed or inserted;
+    a deleted run marks the token that follows it (the one before, at the end)."""
+    if not seed:
+        return []
+    said = list(TOKEN.finditer(summary))
+    ops = difflib.SequenceMatcher(a=TOKEN.findall(seed), b=[m.group() for m in said], autojunk=False).get_opcodes()
+    spans: list[list[int]] = []
+    for op, _, _, j1, j2 in ops:
+        if op == "equal" or not said:
+            continue
+        if op == "delete":
+            j1 = min(j1, len(said) - 1)
+            j2 = j1 + 1
+        start, end = said[j1].start(), said[j2 - 1].end()
+        if spans and start <= spans[-1][1] + 1:
+            spans[-1][1] = max(spans[-1][1], end)
+        else:
+            spans.append([start, end])
+    return spans
 
 
 def domain_of(path: Path) -> str:
@@ -47,6 +75,7 @@ def import_summedits(path: str | Path) -> list[dict]:
                "source": row["doc"], "response": row["summary"], "label": 1 - row["label"],
                "meta": {"domain": domain, "split": row.get("split"), "edit_types": row.get("edit_types") or [],
                         "original_summary": row.get("original_summary"),
+                        "edited_spans": edited_spans(row["summary"], row.get("original_summary")),
                         "doc_id": hashlib.sha1(row["doc"].encode("utf-8")).hexdigest()[:12]}}
         records.append(validate_record(rec, str(path), None))
     return records
