@@ -6,7 +6,7 @@ encoder) comes in as an argument; the data's directories, files and rows are che
 (`data_builders.sources.check_data_files`)."""
 from __future__ import annotations
 
-from configs.choices import DataSource, EvalMethod, TaskKind
+from configs.choices import DataSource, EncoderHead, EvalMethod, TaskKind
 from configs.schema import (
     CurriculumConfig,
     DataConfig,
@@ -100,9 +100,12 @@ def check_evaluation(evaluation: EvalConfig, data: DataConfig, task: TaskConfig)
         key = "choose_among" if g.choose_among else "cross_fit_by"
         raise ConfigError(f"eval.grounding.encoder fine-tunes two encoders in every fit, and eval.grounding.{key} fits "
                           "once per candidate and inner fold (or per group): unset one of them")
-    if g.encoder_twins and not g.encoder:
-        raise ConfigError(f"eval.grounding.encoder_twins={g.encoder_twins} builds training twins for the unit "
-                          "encoder: it needs eval.grounding.encoder (embedded:minilm, say), found none")
+    encoder_only = {"encoder_twins": g.encoder_twins, "encoder_head": g.encoder_head != EncoderHead.unit,
+                    "encoder_edited_spans": g.encoder_edited_spans}
+    for key, set_ in encoder_only.items():
+        if set_ and not g.encoder:
+            raise ConfigError(f"eval.grounding.{key}={getattr(g, key)} shapes how the unit encoder learns: it needs "
+                              "eval.grounding.encoder (embedded:minilm, say), found none")
     if method == EvalMethod.nli and not evaluation.nli.model:
         raise ConfigError("eval.method=nli needs eval.nli.model=<a local Hugging Face NLI model directory>")
     if method == EvalMethod.rag and task.evidence_sentences:

@@ -20,6 +20,7 @@ from configs.choices import (
     CorpusLanguage,
     DataSource,
     Dtype,
+    EncoderHead,
     EvalMethod,
     EvidenceUnit,
     Gpu,
@@ -264,6 +265,12 @@ class GroundingConfig:
     encoder_epochs: float = 1.0        # passes over the training units
     encoder_lr: float = 5e-5
     encoder_max_len: int = 192         # tokens of a (unit, evidence) pair
+    encoder_head: EncoderHead = EncoderHead.unit   # unit: one logit on [CLS], learnt from each unit's label | token:
+                                       # one per unit token, learnt from which lie in a hallucinated span
+                                       # (LettuceDetect); a unit's logit is its highest token's
+    encoder_edited_spans: bool = False   # a hallucinated response without gold spans: its encoder labels from the
+                                       # words its dataset says were edited (meta.edited_spans: SummEdits' words
+                                       # that differ from the seed summary), else every unit hallucinated
     encoder_twins: int = 0             # hallucinated twins (data_builders/synthetic/twins.py) per faithful record that
                                        # each encoder also trains on, built from its own half of the train sources
                                        # (the regressions never see them); each twin's edited unit is labelled

@@ -47,8 +47,10 @@ def test_an_evaluation_config_is_refused_from_the_config_alone():
     with pytest.raises(ConfigError, match="eval.grounding.encoder fine-tunes .* eval.grounding.cross_fit_by"):
         check("eval.method=grounding", "data.source=records", "eval.grounding.encoder=embedded:minilm",
               "eval.grounding.cross_fit_by=meta.domain")
-    with pytest.raises(ConfigError, match="encoder_twins=1 builds training twins .* needs eval.grounding.encoder"):
-        check("eval.method=grounding", "data.source=records", "eval.grounding.encoder_twins=1")
+    for key in ("encoder_twins=1", "encoder_head=token", "encoder_edited_spans=true"):
+        with pytest.raises(ConfigError, match=f"{key.split('=')[0]}=.* shapes how the unit encoder learns: it needs "
+                                              "eval.grounding.encoder"):
+            check("eval.method=grounding", "data.source=records", f"eval.grounding.{key}")
     check_training(_cfg(), 2, encoder=False, cuda=False)      # the demo itself passes
 
 

@@ -17,7 +17,7 @@ from eval.baselines.grounding import (
     _source_embeddings,
     candidate_config,
     cross_fitted_scores,
-    encoder_labels,
+    encoder_spans,
     fit,
     gold_sentence_labels,
     sentence_features,
@@ -113,11 +113,15 @@ def test_gold_sentence_labels_follow_the_spans():
 
 def test_the_unit_encoder_learns_the_spans_or_else_the_label_of_a_hallucinated_response_without_them():
     rec = {"source": "s", "response": "One sentence. Two sentence. Three.", "spans": [{"start": 16, "end": 19}],
-           "label": 1}
+           "label": 1, "meta": {"edited_spans": [[4, 12], [28, 33]]}}
     found, _ = sentences(rec)
-    assert encoder_labels(rec, found) == [0, 1, 0]
-    assert encoder_labels({**rec, "spans": []}, found) == [1, 1, 1]       # SummEdits: the whole summary is labelled
-    assert encoder_labels({**rec, "spans": [], "label": 0}, found) == [0, 0, 0]
+    plain, edited = GroundingConfig(), GroundingConfig(encoder_edited_spans=True)
+    assert encoder_spans(rec, found, plain) == encoder_spans(rec, found, edited) == [[], [(2, 5)], []]
+    unlocated = {**rec, "spans": []}                 # SummEdits labels whole summaries: each unit is hallucinated
+    assert encoder_spans(unlocated, found, plain) == [[(0, 13)], [(0, 13)], [(0, 6)]]
+    assert encoder_spans(unlocated, found, edited) == [[(4, 12)], [], [(0, 5)]]
+    assert encoder_spans({**unlocated, "meta": {"edited_spans": []}}, found, edited) == [[(0, 13)], [(0, 13)], [(0, 6)]]
+    assert encoder_spans({**unlocated, "label": 0}, found, edited) == [[], [], []]
 
 
 def synthetic(n: int, seed: int) -> list[dict]:
@@ -366,7 +370,7 @@ def test_the_encoders_twins_come_from_their_own_half_and_mark_the_edited_unit():
     for twin in twins:
         found = sentences(twin, config)[0]
         original = faithful[twin["meta"]["twin_of"]]
-        assert sum(encoder_labels(twin, found)) == 1 and twin["response"] != original["response"]
+        assert sum(map(bool, encoder_spans(twin, found, config))) == 1 and twin["response"] != original["response"]
     assert encoder_twins(part, GroundingConfig(encoder="embedded:minilm"), 0) == []
     with pytest.raises(GroundingError, match="encoder_twin_edits: expected some of numerical"):
         encoder_twins(part, GroundingConfig(encoder="embedded:minilm", encoder_twins=1, encoder_twin_edits=["typo"]), 0)

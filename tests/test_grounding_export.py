@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from eval.annotate import Annotator
 from models.export_spec import AnnotatorSpec
 from tests.conftest import REPO
@@ -61,21 +63,24 @@ def test_the_export_of_a_run_annotates_its_test_rows_as_the_run_scored_them(tmp_
     assert spans == _annotate(export, [row], tmp_path / "one.jsonl")[0]["spans"]
 
 
-def test_an_export_with_a_fine_tuned_unit_encoder_annotates_as_the_run_scored(tmp_path, tiny_unit_encoder):
+@pytest.mark.parametrize("head", ["unit", "token"])
+def test_an_export_with_a_fine_tuned_unit_encoder_annotates_as_the_run_scored(tmp_path, tiny_unit_encoder, head):
     data, export = tmp_path / "data", tmp_path / "export"
     test = synthetic(8, 2)
     for name, records in (("train", synthetic(24, 0)), ("val", synthetic(24, 1)), ("test", test)):
         _write(data / f"{name}.jsonl", records)
     _eval(f"data.root={data}", "data.folds=0", f"output_dir={tmp_path / 'run'}", f"eval.export={export}",
           f"eval.grounding.encoder={tiny_unit_encoder}", "eval.grounding.encoder_epochs=2",
-          "eval.grounding.encoder_lr=1e-3")
+          "eval.grounding.encoder_lr=1e-3", f"eval.grounding.encoder_head={head}")
     body = json.loads((export / "grounding.json").read_text())
+    assert body["encoder"]["head"] == head
     dirs = [export / d for d in body["encoder"]["dirs"]]
     assert [d.name for d in dirs] == ["unit_encoder_0", "unit_encoder_1"]
     assert all((d / "head.safetensors").is_file() and list(d.glob("*.safetensors")) and not list(d.glob("*.bin"))
                for d in dirs)
     assert "encoder_logit" in body["sentence"]["features"]
-    assert "unit encoder fine-tuned" in (export / "README.md").read_text()
+    card = (export / "README.md").read_text()
+    assert f"unit encoder fine-tuned from `{tiny_unit_encoder}` (2 halves, {head} head" in card
     predictions = [json.loads(line) for line in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()]
     _same_as_the_run(_annotate(export, test, tmp_path / "out.jsonl"), predictions, test)
 

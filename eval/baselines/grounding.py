@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from configs.choices import EvidenceUnit
+from configs.choices import EncoderHead, EvidenceUnit
 from configs.schema import GroundingConfig
 from data_builders.common.progress import progress
 from data_builders.folds import group_key, grouped_folds, source_key
@@ -230,20 +230,21 @@ def fit_unit_encoders(train: list[dict], config: GroundingConfig) -> tuple[list,
     from models.unit_encoder import EncoderTraining, fit_unit_encoder, unit_logits
 
     parts = [[r for r in train if source_key(r) in half] for half in source_halves(train)]
-    training = EncoderTraining(config.encoder_epochs, config.encoder_lr, config.encoder_max_len)
+    training = EncoderTraining(config.encoder_epochs, config.encoder_lr, config.encoder_max_len,
+                               head=str(config.encoder_head))
     path = resolve_model_path(config.encoder, key="eval.grounding.encoder")
     encoders = []
     for i, part in enumerate(parts):
-        pairs, labels, unlocated = [], [], 0
+        pairs, spans, unlocated = [], [], 0
         for rec in progress(part + encoder_twins(part, config, i),
                             desc=f"unit encoder {i + 1} of 2: its units and their evidence"):
             pairs += unit_pairs(rec, config)
-            labels += encoder_labels(rec, sentences(rec, config)[0])
-            unlocated += rec["label"] == 1 and not rec.get("spans")
+            spans += encoder_spans(rec, sentences(rec, config)[0], config)
+            unlocated += rec["label"] == 1 and not located(rec, config)
         if unlocated:
             log.info("unit encoder %d of 2: %d hallucinated responses have no spans; each of their units is labelled "
                      "hallucinated", i + 1, unlocated)
-        encoders.append(fit_unit_encoder(path, pairs, labels, training, seed=i, desc=f"unit encoder {i + 1} of 2"))
+        encoders.append(fit_unit_encoder(path, pairs, spans, training, seed=i, desc=f"unit encoder {i + 1} of 2"))
     held_out = {rec["id"]: unit_logits([encoder], unit_pairs(rec, config))
                 for encoder, other in zip(encoders, reversed(parts))
                 for rec in progress(other, desc="unit encoders: the other half's logits")}
@@ -266,13 +267,27 @@ def encoder_twins(part: list[dict], config: GroundingConfig, seed: int) -> list[
     return made
 
 
-def encoder_labels(rec: dict, found: list[Sentence]) -> list[int]:
-    """What the unit encoder learns of each unit: whether it overlaps a gold span; in a hallucinated response
-    without spans (SummEdits labels whole summaries) every unit carries the response's label, since which one
-    holds the error is unknown."""
+def located(rec: dict, config: GroundingConfig) -> list[tuple[int, int]]:
+    """Where a hallucinated response's error lies, as far as the record says: its gold spans, else (with
+    `encoder_edited_spans`) the words its dataset says were edited (`meta.edited_spans`: SummEdits' words that
+    differ from the seed summary); [] when unknown."""
+    if rec.get("spans"):
+        return [(s["start"], s["end"]) for s in rec["spans"]]
+    edited = (rec.get("meta") or {}).get("edited_spans") if config.encoder_edited_spans else None
+    return [(a, b) for a, b in edited or []]
+
+
+def encoder_spans(rec: dict, found: list[Sentence], config: GroundingConfig) -> list[list[tuple[int, int]]]:
+    """What the unit encoder learns of each unit: the hallucinated spans inside it (`located`), in its own
+    characters; in a hallucinated response whose error is not located every unit is hallucinated whole, since
+    which one holds the error is unknown."""
     if not rec["label"]:
-        return [0] * len(found)
-    return gold_sentence_labels(rec, found) if rec.get("spans") else [1] * len(found)
+        return [[] for _ in found]
+    marked = located(rec, config)
+    if not marked:
+        return [[(0, s.span[1] - s.span[0])] for s in found]
+    return [[(max(a, start) - start, min(b, end) - start) for a, b in marked if a < end and b > start]
+            for start, end in (s.span for s in found)]
 
 
 def gold_sentence_labels(rec: dict, found: list[Sentence]) -> list[int]:
@@ -442,7 +457,8 @@ class GroundingModel:
                 "encoder": self.config.encoder and {
                     "name": self.config.encoder, "evidence": self.config.encoder_evidence,
                     "epochs": self.config.encoder_epochs, "lr": self.config.encoder_lr,
-                    "max_len": self.config.encoder_max_len, "dirs": list(ENCODER_DIRS[:len(self.encoders)]),
+                    "max_len": self.config.encoder_max_len, "head": str(self.config.encoder_head),
+                    "edited_spans": self.config.encoder_edited_spans, "dirs": list(ENCODER_DIRS[:len(self.encoders)]),
                     "fitted": "each on the units of half the train sources; a training unit's logit from the other"},
                 **{part: {**vars(getattr(self, part)), "features": names[part]} if getattr(self, part) else None
                    for part in names}}
@@ -461,7 +477,9 @@ class GroundingModel:
                                  stem=body["stem"], word_odds=body["word_odds"] is not None,
                                  **({"encoder": encoder["name"], "encoder_evidence": encoder["evidence"],
                                      "encoder_epochs": encoder["epochs"], "encoder_lr": encoder["lr"],
-                                     "encoder_max_len": encoder["max_len"]} if encoder else {}))
+                                     "encoder_max_len": encoder["max_len"],
+                                     "encoder_head": EncoderHead(encoder.get("head", "unit")),
+                                     "encoder_edited_spans": encoder.get("edited_spans", False)} if encoder else {}))
         odds = body["word_odds"]
         model = cls(body["task_types"], config, threshold=body["threshold"], span_threshold=body["span_threshold"],
                     thresholds_by=body["thresholds_by"],
@@ -477,7 +495,8 @@ class GroundingModel:
         if encoder:
             from models.unit_encoder import UnitEncoder
 
-            model.encoders = [UnitEncoder.load(path.parent / d, encoder["max_len"]) for d in encoder["dirs"]]
+            model.encoders = [UnitEncoder.load(path.parent / d, encoder["max_len"], str(config.encoder_head))
+                              for d in encoder["dirs"]]
         return model
 
 
