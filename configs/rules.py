@@ -106,6 +106,9 @@ def check_evaluation(evaluation: EvalConfig, data: DataConfig, task: TaskConfig)
         if set_ and not g.encoder:
             raise ConfigError(f"eval.grounding.{key}={getattr(g, key)} shapes how the unit encoder learns: it needs "
                               "eval.grounding.encoder (embedded:minilm, say), found none")
+    if g.encoder_token_spans and g.encoder_head != EncoderHead.token:
+        raise ConfigError("eval.grounding.encoder_token_spans=true narrows spans to the tokens the token head marks: "
+                          f"it needs eval.grounding.encoder_head=token, found {g.encoder_head}")
     if method == EvalMethod.nli and not evaluation.nli.model:
         raise ConfigError("eval.method=nli needs eval.nli.model=<a local Hugging Face NLI model directory>")
     if method == EvalMethod.rag and task.evidence_sentences:

@@ -79,11 +79,14 @@ class UnitEncoder(torch.nn.Module):
     def forward(self, pairs: list[tuple[str, str]], training: bool = False) -> torch.Tensor:
         """Each pair's logit; `training`: the loss's logits instead (one per unit, or one per unit token)."""
         batch, _, in_unit = self.read(pairs)
-        states = self.encoder(**batch).last_hidden_state
         if self.head_kind == "unit":
-            return self.head(states[:, 0].float()).squeeze(-1)
-        tokens = self.head(states.float()).squeeze(-1)
+            return self.head(self.encoder(**batch).last_hidden_state[:, 0].float()).squeeze(-1)
+        tokens = self.per_token(batch)
         return tokens[in_unit] if training else tokens.masked_fill(~in_unit, float("-inf")).amax(1)
+
+    def per_token(self, batch) -> torch.Tensor:
+        """The head's logit on every token of the tokenized pairs (the token head's reading)."""
+        return self.head(self.encoder(**batch).last_hidden_state.float()).squeeze(-1)
 
     def save(self, out: Path) -> None:
         self.encoder.save_pretrained(out, safe_serialization=True)
@@ -139,6 +142,18 @@ def fit_unit_encoder(path: str, pairs: list[tuple[str, str]], spans: list[Spans]
         schedule.step()
         optimizer.zero_grad()
     return model.eval()
+
+
+@torch.no_grad()
+def token_logits(encoders: list[UnitEncoder], pairs: list[tuple[str, str]]) -> list[list[tuple[int, int, float]]]:
+    """The token head's mean logit of each unit token, as (start, end, logit) in the unit's characters, in fp32 and
+    one batch (a record's units); the encoders share a tokenizer, so their tokens line up."""
+    if not pairs:
+        return []
+    batch, offsets, in_unit = encoders[0].read(pairs)
+    logits = torch.stack([e.per_token(batch) for e in encoders]).mean(0)
+    return [[(a, b, logit) for (a, b), logit, inside in zip(row.tolist(), row_logits.tolist(), mask.tolist())
+             if inside and b > a] for row, row_logits, mask in zip(offsets, logits, in_unit)]
 
 
 @torch.no_grad()

@@ -44,3 +44,15 @@ def test_the_token_head_learns_the_marked_tokens_and_is_refused_without_any(tiny
         fit_unit_encoder(str(tiny_unit_encoder), pairs, [[]] * len(pairs), training, seed=0)
     with pytest.raises(ValueError, match="unit encoder head: expected one of unit, token, found 'span'"):
         UnitEncoder(tiny_unit_encoder, kind="span")
+
+
+def test_token_logits_are_the_unit_tokens_in_the_units_own_characters(tiny_unit_encoder):
+    from models.unit_encoder import token_logits
+
+    model = UnitEncoder(tiny_unit_encoder, kind="token").eval()
+    rows = token_logits([model, model], PAIRS)
+    with torch.no_grad():
+        per_token = model(PAIRS, training=True)
+    assert [logit for row in rows for _, _, logit in row] == pytest.approx(per_token.tolist(), abs=1e-5)
+    for (unit, _), row in zip(PAIRS, rows):
+        assert "".join(unit[a:b] for a, b, _ in row) == unit.replace(" ", "")
