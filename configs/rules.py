@@ -96,10 +96,9 @@ def check_evaluation(evaluation: EvalConfig, data: DataConfig, task: TaskConfig)
         raise ConfigError(f"eval.method=grounding reads records with a source and a response: it needs "
                           f"data.source=records, found data.source={data.source}")
     g = evaluation.grounding
-    if method == EvalMethod.grounding and g.encoder and (g.choose_among or g.cross_fit_by):
-        key = "choose_among" if g.choose_among else "cross_fit_by"
-        raise ConfigError(f"eval.grounding.encoder fine-tunes two encoders in every fit, and eval.grounding.{key} fits "
-                          "once per candidate and inner fold (or per group): unset one of them")
+    if method == EvalMethod.grounding and g.encoder and g.choose_among:
+        raise ConfigError("eval.grounding.encoder fine-tunes two encoders in every fit, and "
+                          "eval.grounding.choose_among fits once per candidate and inner fold: unset one of them")
     encoder_only = {"encoder_twins": g.encoder_twins, "encoder_head": g.encoder_head != EncoderHead.unit,
                     "encoder_edited_spans": g.encoder_edited_spans}
     for key, set_ in encoder_only.items():

@@ -401,14 +401,15 @@ class GroundingPredictor:
     def _fitted(self, splits: dict[str, list[dict]], train: list[dict]) -> tuple:
         """The model, how many records it fitted on, the records its thresholds are chosen on, their scores,
         and what those records are: the validation split, or with `cross_fit_by` both splits cross-fitted."""
-        from eval.baselines.grounding import cross_fitted_scores, fit
+        from eval.baselines.grounding import cross_fitted_scores, fit, fit_unit_encoders
 
         g = self.grounding
         if not g.cross_fit_by:
             model, val = fit(train, g), self.inference.validation(splits)
             return model, len(train), val, {r["id"]: model.scores(r) for r in val}, "validation split"
         both = train + (splits.get("val") or [])
-        return (fit(both, g), len(both), both, cross_fitted_scores(both, g, g.cross_fit_by),
+        encoders = fit_unit_encoders(both, g) if g.encoder else None     # once: the inner fits share them
+        return (fit(both, g, encoders), len(both), both, cross_fitted_scores(both, g, g.cross_fit_by, encoders),
                 f"train and val splits cross-fitted by {g.cross_fit_by}")
 
     def _response_threshold(self, model, val: list[dict], scored: dict, chosen_on: str) -> Threshold:

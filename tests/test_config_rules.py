@@ -44,9 +44,11 @@ def test_an_evaluation_config_is_refused_from_the_config_alone():
         check("eval.method=nli")
     with pytest.raises(ConfigError, match="eval.export=.* writes a fitted grounding annotator"):
         check("eval.export=/tmp/x")
-    with pytest.raises(ConfigError, match="eval.grounding.encoder fine-tunes .* eval.grounding.cross_fit_by"):
+    with pytest.raises(ConfigError, match="eval.grounding.encoder fine-tunes .* eval.grounding.choose_among"):
         check("eval.method=grounding", "data.source=records", "eval.grounding.encoder=embedded:minilm",
-              "eval.grounding.cross_fit_by=meta.domain")
+              "eval.grounding.choose_among=[plain,stem]")
+    check("eval.method=grounding", "data.source=records", "eval.grounding.encoder=embedded:minilm",
+          "eval.grounding.cross_fit_by=meta.domain")
     for key in ("encoder_twins=1", "encoder_head=token", "encoder_edited_spans=true"):
         with pytest.raises(ConfigError, match=f"{key.split('=')[0]}=.* shapes how the unit encoder learns: it needs "
                                               "eval.grounding.encoder"):

@@ -437,3 +437,38 @@ def test_token_spans_narrow_each_marked_unit_to_the_tokens_its_head_marks(tiny_u
         assert all(s in {a for a, _ in tokens} and e in {b for _, b in tokens} for s, e in row["spans"])
         narrowed += row["spans"] != by_units["spans"]
     assert model.config.encoder_token_spans and narrowed
+
+
+def test_with_an_encoder_cross_fit_by_fits_two_encoders_on_halves_of_the_domains(tiny_unit_encoder, tmp_path,
+                                                                                  monkeypatch):
+    """A training unit's logit comes from the encoder that never saw its domain, as a left-out domain's does, and
+    the inner fits that choose the threshold refit the regressions only."""
+    import models.unit_encoder
+    from eval.baselines.grounding import encoder_parts, fit_unit_encoders, unit_pairs
+    from eval.predictors import GroundingPredictor, Inference
+    from models.unit_encoder import unit_logits
+
+    config = GroundingConfig(encoder=str(tiny_unit_encoder), encoder_lr=1e-3, cross_fit_by="meta.domain")
+    records = [r for i, name in enumerate(("news", "chat", "talk")) for r in _domain(synthetic(12, i), name)]
+    domains = [{r["meta"]["domain"] for r in part} for part in encoder_parts(records, config)]
+    assert domains == [{"chat", "talk"}, {"news"}]
+    encoders = fit_unit_encoders(records, config)
+    scored = cross_fitted_scores(records, config, "meta.domain", encoders)
+    for rec in records[::5]:
+        unseen = encoders[0][0 if rec["meta"]["domain"] in domains[1] else 1]
+        assert encoders[1][rec["id"]] == unit_logits([unseen], unit_pairs(rec, config))
+        inner = fit([r for r in records if r["meta"]["domain"] != rec["meta"]["domain"]], config, encoders)
+        inner.held_out_logits = encoders[1]
+        assert scored[rec["id"]][0] == pytest.approx(inner.scores(rec)[0])
+
+    fitted = []
+    real = models.unit_encoder.fit_unit_encoder
+    monkeypatch.setattr(models.unit_encoder, "fit_unit_encoder", lambda *a, **k: fitted.append(1) or real(*a, **k))
+    predictor = GroundingPredictor(config, Inference())
+    predictor.prepare({"train": records[:24], "val": records[24:]}, tmp_path)
+    saved = json.loads((tmp_path / "grounding.json").read_text())
+    assert len(fitted) == 2 and len(predictor.model.encoders) == 2
+    assert saved["encoder"]["fitted"].startswith("each on the units of half the train values of meta.domain;")
+    assert saved["threshold_source"] == "train and val splits cross-fitted by meta.domain, 36 responses"
+    with pytest.raises(GroundingError, match=r"halves of its values: found \['news'\]"):
+        fit_unit_encoders(records[:12], config)

@@ -222,14 +222,40 @@ def source_halves(train: list[dict]) -> list[set[str]]:
     return [set(sources[0::2]), set(sources[1::2])]
 
 
-def fit_unit_encoders(train: list[dict], config: GroundingConfig) -> tuple[list, dict[str, list[float]]]:
-    """Two unit encoders, each fine-tuned on the units of half the training sources, and each training record's
-    unit logits from the encoder that never saw its source: a training unit's feature is then what a test unit's
-    is (read by encoders that saw none of its source), not a memorised label. Test units read the two's mean."""
+def group_halves(train: list[dict], by: str) -> list[set[str]]:
+    """The values of `by` (meta.domain) dealt into two halves of about as many records, the largest first."""
+    sizes = Counter(str(field_value(r, by)) for r in train)
+    if len(sizes) < 2:
+        raise GroundingError(f"eval.grounding.encoder with cross_fit_by={by} fine-tunes two encoders on halves of "
+                             f"its values: found {sorted(sizes)}")
+    halves: list[set[str]] = [set(), set()]
+    for value in sorted(sizes, key=lambda v: (-sizes[v], v)):
+        min(halves, key=lambda half: sum(sizes[v] for v in half)).add(value)
+    return halves
+
+
+def encoder_parts(train: list[dict], config: GroundingConfig) -> list[list[dict]]:
+    """The training records each of the two unit encoders fits on: halves of the sources; with `cross_fit_by`,
+    halves of its values, so that a training unit's logit comes from an encoder that never saw its domain, as a
+    test domain's does."""
+    if config.cross_fit_by:
+        by = config.cross_fit_by
+        return [[r for r in train if str(field_value(r, by)) in half] for half in group_halves(train, by)]
+    return [[r for r in train if source_key(r) in half] for half in source_halves(train)]
+
+
+Encoders = tuple[list, dict[str, list[float]]]   # the two fitted unit encoders; each training record's held-out logits
+
+
+def fit_unit_encoders(train: list[dict], config: GroundingConfig) -> Encoders:
+    """Two unit encoders, each fine-tuned on the units of one part of the training records (`encoder_parts`), and
+    each training record's unit logits from the encoder that never saw its part: a training unit's feature is then
+    what a test unit's is (read by encoders that saw none of its source), not a memorised label. Test units read
+    the two's mean."""
     from models.builders import resolve_model_path
     from models.unit_encoder import EncoderTraining, fit_unit_encoder, unit_logits
 
-    parts = [[r for r in train if source_key(r) in half] for half in source_halves(train)]
+    parts = encoder_parts(train, config)
     training = EncoderTraining(config.encoder_epochs, config.encoder_lr, config.encoder_max_len,
                                head=str(config.encoder_head))
     path = resolve_model_path(config.encoder, key="eval.grounding.encoder")
@@ -443,6 +469,10 @@ class GroundingModel:
         return [span for (start, _, q), row in zip(per_unit, tokens) if is_hallucinated(q, self.span_threshold)
                 for span in flagged_spans([[start + a, start + b, float(logit > 0)] for a, b, logit in row], 0.5)]
 
+    def encoder_halves(self) -> str:
+        by = self.config.cross_fit_by
+        return f"values of {by}" if by else "sources"
+
     def feature_names(self) -> dict[str, list[str]]:
         """The columns of the sentence model and of the response model, in order."""
         own = sentence_features(self.config)
@@ -470,7 +500,8 @@ class GroundingModel:
                     "max_len": self.config.encoder_max_len, "head": str(self.config.encoder_head),
                     "edited_spans": self.config.encoder_edited_spans,
                     "token_spans": self.config.encoder_token_spans, "dirs": list(ENCODER_DIRS[:len(self.encoders)]),
-                    "fitted": "each on the units of half the train sources; a training unit's logit from the other"},
+                    "fitted": f"each on the units of half the train {self.encoder_halves()}; a training unit's "
+                              "logit from the other"},
                 **{part: {**vars(getattr(self, part)), "features": names[part]} if getattr(self, part) else None
                    for part in names}}
         path.write_text(json.dumps(body, indent=1, ensure_ascii=False), encoding="utf-8")
@@ -516,16 +547,18 @@ class GroundingError(ValueError):
     pass
 
 
-def fit(train: list[dict], config: GroundingConfig = WORDS_ONLY) -> GroundingModel:
+def fit(train: list[dict], config: GroundingConfig = WORDS_ONLY, encoders: Encoders | None = None) -> GroundingModel:
     """The regressions the training records allow (thresholds 0.5 until chosen on validation): the unit
-    model where some training unit overlaps a gold span, the response model where both labels occur."""
+    model where some training unit overlaps a gold span, the response model where both labels occur. With
+    `config.encoder`, they read the unit encoders fitted on `train` (`fit_unit_encoders`), or `encoders` already
+    fitted on records holding `train`."""
     model = GroundingModel(sorted({task_type(r) for r in train}), config)
     labels = [int(r["label"]) for r in train]
     held_out = {}
     if config.word_odds and len(set(labels)) == 2:
         model.word_odds, held_out = WordOdds.fit(train, config)
     if config.encoder:
-        model.encoders, model.held_out_logits = fit_unit_encoders(train, config)
+        model.encoders, model.held_out_logits = encoders or fit_unit_encoders(train, config)
     unit_x, unit_y, response_x = [], [], []
     words_only = config.embedder is None and config.lm is None and config.encoder is None   # fast: no progress lines
     for rec in progress(train, desc="grounding features (train)", disable=words_only):
@@ -579,10 +612,14 @@ def choose_features(records: list[dict], config: GroundingConfig, by: str) -> tu
     return candidate_config(config, best), {"chosen": best, "roc_auc": aucs, "inner_folds": len(folds), "by": by}
 
 
-def cross_fitted_scores(records: list[dict], config: GroundingConfig, by: str) -> dict[str, tuple]:
+def cross_fitted_scores(records: list[dict], config: GroundingConfig, by: str,
+                        encoders: Encoders | None = None) -> dict[str, tuple]:
     """Each record's `GroundingModel.scores` by a model fitted on the records of the other values of `by`
     (a record path: meta.domain). A leave-one-domain-out test part is a domain no model saw; a validation
-    split drawn from the training domains is not, and its best threshold is not the test's."""
+    split drawn from the training domains is not, and its best threshold is not the test's. With
+    `config.encoder`, the regressions are refitted and the unit encoders are not: every model reads `encoders`
+    (fitted on `records` by halves of `by`), and a record its held-out logits, from the encoder that never saw
+    its value."""
     groups: dict[str, list[dict]] = {}
     for rec in records:
         value = field_value(rec, by)
@@ -594,6 +631,7 @@ def cross_fitted_scores(records: list[dict], config: GroundingConfig, by: str) -
                              f"hold at least 2 values of {by}, found {sorted(groups)}")
     scored = {}
     for value, held in progress(groups.items(), desc=f"cross-fitting by {by}"):
-        model = fit([r for other, recs in groups.items() if other != value for r in recs], config)
+        model = fit([r for other, recs in groups.items() if other != value for r in recs], config, encoders)
+        model.held_out_logits = encoders and encoders[1]
         scored.update({r["id"]: model.scores(r) for r in held})
     return scored
