@@ -6,7 +6,7 @@ encoder) comes in as an argument; the data's directories, files and rows are che
 (`data_builders.sources.check_data_files`)."""
 from __future__ import annotations
 
-from configs.choices import DataSource, EncoderHead, EvalMethod, TaskKind
+from configs.choices import DataSource, EncoderHead, EvalMethod, TaskKind, TokenSpans
 from configs.schema import (
     CurriculumConfig,
     DataConfig,
@@ -105,9 +105,9 @@ def check_evaluation(evaluation: EvalConfig, data: DataConfig, task: TaskConfig)
         if set_ and not g.encoder:
             raise ConfigError(f"eval.grounding.{key}={getattr(g, key)} shapes how the unit encoder learns: it needs "
                               "eval.grounding.encoder (embedded:minilm, say), found none")
-    if g.encoder_token_spans and g.encoder_head != EncoderHead.token:
-        raise ConfigError("eval.grounding.encoder_token_spans=true narrows spans to the tokens the token head marks: "
-                          f"it needs eval.grounding.encoder_head=token, found {g.encoder_head}")
+    if g.encoder_token_spans != TokenSpans.whole_units and g.encoder_head != EncoderHead.token:
+        raise ConfigError(f"eval.grounding.encoder_token_spans={g.encoder_token_spans} marks the tokens the token head "
+                          f"marks: it needs eval.grounding.encoder_head=token, found {g.encoder_head}")
     if method == EvalMethod.nli and not evaluation.nli.model:
         raise ConfigError("eval.method=nli needs eval.nli.model=<a local Hugging Face NLI model directory>")
     if method == EvalMethod.rag and task.evidence_sentences:

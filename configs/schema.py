@@ -37,6 +37,7 @@ from configs.choices import (
     SpMode,
     TaskKind,
     ThresholdFor,
+    TokenSpans,
 )
 
 
@@ -268,8 +269,9 @@ class GroundingConfig:
     encoder_head: EncoderHead = EncoderHead.unit   # unit: one logit on [CLS], learnt from each unit's label | token:
                                        # one per unit token, learnt from which lie in a hallucinated span
                                        # (LettuceDetect); a unit's logit is its highest token's
-    encoder_token_spans: bool = False    # with encoder_head=token: a marked unit's span narrowed to its tokens whose
-                                       # mean token logit is positive (a marked unit with none marks nothing)
+    encoder_token_spans: TokenSpans = TokenSpans.whole_units   # with encoder_head=token, in_marked_units: each
+                                       # marked unit narrowed to its tokens whose mean token logit is positive;
+                                       # anywhere: every such token of the response, marked unit or not
     encoder_edited_spans: bool = False   # a hallucinated response without gold spans: its encoder labels from the
                                        # words its dataset says were edited (meta.edited_spans: SummEdits' words
                                        # that differ from the seed summary), else every unit hallucinated

@@ -53,10 +53,10 @@ def test_an_evaluation_config_is_refused_from_the_config_alone():
         with pytest.raises(ConfigError, match=f"{key.split('=')[0]}=.* shapes how the unit encoder learns: it needs "
                                               "eval.grounding.encoder"):
             check("eval.method=grounding", "data.source=records", f"eval.grounding.{key}")
-    with pytest.raises(ConfigError, match="encoder_token_spans=true narrows .* needs eval.grounding.encoder_head="
+    with pytest.raises(ConfigError, match="encoder_token_spans=anywhere marks .* needs eval.grounding.encoder_head="
                                           "token, found unit"):
         check("eval.method=grounding", "data.source=records", "eval.grounding.encoder=embedded:minilm",
-              "eval.grounding.encoder_token_spans=true")
+              "eval.grounding.encoder_token_spans=anywhere")
     check_training(_cfg(), 2, encoder=False, cuda=False)      # the demo itself passes
 
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from configs.choices import EncoderHead, EvidenceUnit
+from configs.choices import EncoderHead, EvidenceUnit, TokenSpans
 from configs.schema import GroundingConfig
 from eval.baselines.grounding import (
     SENTENCE_FEATURES,
@@ -413,21 +413,23 @@ def test_with_an_encoder_a_training_unit_reads_the_encoder_that_never_saw_its_so
     assert sum(model.predict(r)["label"] == r["label"] for r in test) >= 6
 
 
-def test_token_spans_narrow_each_marked_unit_to_the_tokens_its_head_marks(tiny_unit_encoder, tmp_path):
+def test_token_spans_are_the_tokens_its_head_marks_in_the_marked_units_or_anywhere(tiny_unit_encoder, tmp_path):
     from dataclasses import replace
 
     from eval.baselines.grounding import GroundingModel, unit_pairs
     from models.unit_encoder import token_logits
 
     config = GroundingConfig(encoder=str(tiny_unit_encoder), encoder_epochs=2.0, encoder_lr=1e-3,
-                             encoder_head=EncoderHead.token, encoder_token_spans=True)
+                             encoder_head=EncoderHead.token,
+                             encoder_token_spans=TokenSpans.in_marked_units)
     model = fit(synthetic(24, 0), config)
     model.save(tmp_path / "grounding.json", {})
     model = GroundingModel.load(tmp_path / "grounding.json")
-    whole = replace(model, config=replace(model.config, encoder_token_spans=False))
+    whole, anywhere = (replace(model, config=replace(model.config, encoder_token_spans=how))
+                       for how in (TokenSpans.whole_units, TokenSpans.anywhere))
     narrowed = 0
     for rec in synthetic(16, 1):
-        row, by_units = model.predict(rec), whole.predict(rec)
+        row, by_units, everywhere = model.predict(rec), whole.predict(rec), anywhere.predict(rec)
         assert row["label"] == by_units["label"] and row["score"] == by_units["score"]
         marked = [(a, b) for a, b in by_units["spans"]]
         assert all(any(a <= s and e <= b for a, b in marked) for s, e in row["spans"])
@@ -435,8 +437,10 @@ def test_token_spans_narrow_each_marked_unit_to_the_tokens_its_head_marks(tiny_u
                   unit_pairs(rec, model.config))) if q >= model.span_threshold for a, b, logit in toks if logit > 0]
         assert {c for s, e in row["spans"] for c in range(s, e)} >= {c for s, e in tokens for c in range(s, e)}
         assert all(s in {a for a, _ in tokens} and e in {b for _, b in tokens} for s, e in row["spans"])
+        covered = {c for s, e in everywhere["spans"] for c in range(s, e)}
+        assert everywhere["label"] == row["label"] and covered >= {c for s, e in row["spans"] for c in range(s, e)}
         narrowed += row["spans"] != by_units["spans"]
-    assert model.config.encoder_token_spans and narrowed
+    assert model.config.encoder_token_spans == TokenSpans.in_marked_units and narrowed
 
 
 def test_with_an_encoder_cross_fit_by_fits_two_encoders_on_halves_of_the_domains(tiny_unit_encoder, tmp_path,

@@ -63,7 +63,7 @@ def test_the_export_of_a_run_annotates_its_test_rows_as_the_run_scored_them(tmp_
     assert spans == _annotate(export, [row], tmp_path / "one.jsonl")[0]["spans"]
 
 
-@pytest.mark.parametrize("head,token_spans", [("unit", False), ("token", True)])
+@pytest.mark.parametrize("head,token_spans", [("unit", "whole_units"), ("token", "anywhere")])
 def test_an_export_with_a_fine_tuned_unit_encoder_annotates_as_the_run_scored(tmp_path, tiny_unit_encoder, head,
                                                                               token_spans):
     data, export = tmp_path / "data", tmp_path / "export"

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from configs.choices import EncoderHead, EvidenceUnit
+from configs.choices import EncoderHead, EvidenceUnit, TokenSpans
 from configs.schema import GroundingConfig
 from data_builders.common.progress import progress
 from data_builders.folds import group_key, grouped_folds, source_key
@@ -451,22 +451,26 @@ class GroundingModel:
         score, per_unit = self.scores(rec)
         threshold = self.threshold_of(rec)
         if self.response is None:
-            label = int(bool(flagged_spans(per_unit, self.span_threshold)))
+            spans = self.marked_spans(rec, per_unit)
+            label = int(bool(spans))
         else:
             label = is_hallucinated(score, threshold)
-        spans = self.marked_spans(rec, per_unit) if label else []
+            spans = self.marked_spans(rec, per_unit) if label else []
         return {"id": rec["id"], "label": label, "score": score, "threshold": threshold, "spans": spans,
                 "per_unit": per_unit}
 
     def marked_spans(self, rec: dict, per_unit: list[list]) -> list[list[int]]:
-        """The spans of a hallucinated response: its units that reach the span threshold, each narrowed with
-        `encoder_token_spans` to its runs of tokens that the token head marks (mean logit > 0)."""
-        if not self.config.encoder_token_spans:
+        """The spans of a hallucinated response: its units that reach the span threshold (`encoder_token_spans`:
+        whole_units); their runs of tokens that the token head marks, mean logit > 0 (in_marked_units); or every
+        unit's such runs (anywhere)."""
+        how = self.config.encoder_token_spans
+        if how == TokenSpans.whole_units:
             return flagged_spans(per_unit, self.span_threshold)
         from models.unit_encoder import token_logits
 
         tokens = token_logits(self.encoders, unit_pairs(rec, self.config))
-        return [span for (start, _, q), row in zip(per_unit, tokens) if is_hallucinated(q, self.span_threshold)
+        return [span for (start, _, q), row in zip(per_unit, tokens)
+                if how == TokenSpans.anywhere or is_hallucinated(q, self.span_threshold)
                 for span in flagged_spans([[start + a, start + b, float(logit > 0)] for a, b, logit in row], 0.5)]
 
     def encoder_halves(self) -> str:
@@ -498,8 +502,8 @@ class GroundingModel:
                     "name": self.config.encoder, "evidence": self.config.encoder_evidence,
                     "epochs": self.config.encoder_epochs, "lr": self.config.encoder_lr,
                     "max_len": self.config.encoder_max_len, "head": str(self.config.encoder_head),
-                    "edited_spans": self.config.encoder_edited_spans,
-                    "token_spans": self.config.encoder_token_spans, "dirs": list(ENCODER_DIRS[:len(self.encoders)]),
+                    "edited_spans": self.config.encoder_edited_spans, "dirs": list(ENCODER_DIRS[:len(self.encoders)]),
+                    "token_spans": str(self.config.encoder_token_spans),
                     "fitted": f"each on the units of half the train {self.encoder_halves()}; a training unit's "
                               "logit from the other"},
                 **{part: {**vars(getattr(self, part)), "features": names[part]} if getattr(self, part) else None
@@ -522,7 +526,8 @@ class GroundingModel:
                                      "encoder_max_len": encoder["max_len"],
                                      "encoder_head": EncoderHead(encoder.get("head", "unit")),
                                      "encoder_edited_spans": encoder.get("edited_spans", False),
-                                     "encoder_token_spans": encoder.get("token_spans", False)} if encoder else {}))
+                                     "encoder_token_spans": TokenSpans(encoder.get("token_spans", "whole_units"))}
+                                    if encoder else {}))
         odds = body["word_odds"]
         model = cls(body["task_types"], config, threshold=body["threshold"], span_threshold=body["span_threshold"],
                     thresholds_by=body["thresholds_by"],
