@@ -113,7 +113,9 @@ def check_evaluation(evaluation: EvalConfig, data: DataConfig, task: TaskConfig)
     if method == EvalMethod.rag and task.evidence_sentences:
         raise ConfigError("eval.method=rag picks each summary block's article window itself; it needs "
                           f"task.evidence_sentences=0, found {task.evidence_sentences}")
-    check_only_folds(data.folds, data.only_folds)
+    if data.only_folds is not None:
+        raise ConfigError(f"data.only_folds={list(data.only_folds)} picks the folds train/sft.py trains; eval/run.py "
+                          "prepares and scores every fold of data.folds in one launch: unset it")
     check_data(data)
 
 

@@ -57,6 +57,8 @@ def test_an_evaluation_config_is_refused_from_the_config_alone():
                                           "token, found unit"):
         check("eval.method=grounding", "data.source=records", "eval.grounding.encoder=embedded:minilm",
               "eval.grounding.encoder_token_spans=anywhere")
+    with pytest.raises(ConfigError, match=r"data.only_folds=\[0\] picks the folds train/sft.py trains; eval/run.py"):
+        check("eval.method=grounding", "data.source=records", "data.folds=3", "data.only_folds=[0]")
     check_training(_cfg(), 2, encoder=False, cuda=False)      # the demo itself passes
 
 
