@@ -145,15 +145,18 @@ def fit_unit_encoder(path: str, pairs: list[tuple[str, str]], spans: list[Spans]
 
 
 @torch.no_grad()
-def token_logits(encoders: list[UnitEncoder], pairs: list[tuple[str, str]]) -> list[list[tuple[int, int, float]]]:
-    """The token head's mean logit of each unit token, as (start, end, logit) in the unit's characters, in fp32 and
-    one batch (a record's units); the encoders share a tokenizer, so their tokens line up."""
+def token_readings(encoders: list[UnitEncoder], pairs: list[tuple[str, str]]
+                   ) -> tuple[list[float], list[list[tuple[int, int, float]]]]:
+    """From one pass of the token heads (fp32, one batch: a record's units): each unit's logit, as `unit_logits`
+    gives it, and the heads' mean logit of each unit token, as (start, end, logit) in the unit's characters; the
+    encoders share a tokenizer, so their tokens line up."""
     if not pairs:
-        return []
+        return [], []
     batch, offsets, in_unit = encoders[0].read(pairs)
-    logits = torch.stack([e.per_token(batch) for e in encoders]).mean(0)
-    return [[(a, b, logit) for (a, b), logit, inside in zip(row.tolist(), row_logits.tolist(), mask.tolist())
-             if inside and b > a] for row, row_logits, mask in zip(offsets, logits, in_unit)]
+    logits = torch.stack([e.per_token(batch) for e in encoders])
+    units = logits.masked_fill(~in_unit, float("-inf")).amax(2).mean(0).tolist()
+    return units, [[(a, b, logit) for (a, b), logit, inside in zip(row.tolist(), row_logits.tolist(), mask.tolist())
+                    if inside and b > a] for row, row_logits, mask in zip(offsets, logits.mean(0), in_unit)]
 
 
 @torch.no_grad()

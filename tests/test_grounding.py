@@ -417,7 +417,7 @@ def test_token_spans_are_the_tokens_its_head_marks_in_the_marked_units_or_anywhe
     from dataclasses import replace
 
     from eval.baselines.grounding import GroundingModel, unit_pairs
-    from models.unit_encoder import token_logits
+    from models.unit_encoder import token_readings
 
     config = GroundingConfig(encoder=str(tiny_unit_encoder), encoder_epochs=2.0, encoder_lr=1e-3,
                              encoder_head=EncoderHead.token,
@@ -433,14 +433,45 @@ def test_token_spans_are_the_tokens_its_head_marks_in_the_marked_units_or_anywhe
         assert row["label"] == by_units["label"] and row["score"] == by_units["score"]
         marked = [(a, b) for a, b in by_units["spans"]]
         assert all(any(a <= s and e <= b for a, b in marked) for s, e in row["spans"])
-        tokens = [(s + a, s + b) for (s, _, q), toks in zip(row["per_unit"], token_logits(model.encoders,
-                  unit_pairs(rec, model.config))) if q >= model.span_threshold for a, b, logit in toks if logit > 0]
+        tokens = [(s + a, s + b) for (s, _, q), toks in zip(row["per_unit"], token_readings(model.encoders,
+                  unit_pairs(rec, model.config))[1]) if q >= model.span_threshold for a, b, logit in toks if logit > 0]
         assert {c for s, e in row["spans"] for c in range(s, e)} >= {c for s, e in tokens for c in range(s, e)}
         assert all(s in {a for a, _ in tokens} and e in {b for _, b in tokens} for s, e in row["spans"])
         covered = {c for s, e in everywhere["spans"] for c in range(s, e)}
         assert everywhere["label"] == row["label"] and covered >= {c for s, e in row["spans"] for c in range(s, e)}
         narrowed += row["spans"] != by_units["spans"]
     assert model.config.encoder_token_spans == TokenSpans.in_marked_units and narrowed
+
+
+def test_without_gold_spans_anywhere_reads_the_token_head_on_every_unit(tiny_unit_encoder):
+    """SummEdits: no gold spans, so no unit model; the token head, trained on the edited words, still marks spans."""
+    from dataclasses import replace
+
+    from eval.baselines.grounding import unit_pairs
+    from models.unit_encoder import token_readings
+
+    train = [{**r, "spans": [], "meta": {**r["meta"], "edited_spans": [[s["start"], s["end"]] for s in r["spans"]]}}
+             for r in synthetic(24, 0)]
+    config = GroundingConfig(encoder=str(tiny_unit_encoder), encoder_epochs=2.0, encoder_lr=1e-3,
+                             encoder_head=EncoderHead.token, encoder_edited_spans=True,
+                             encoder_token_spans=TokenSpans.in_marked_units)
+    with pytest.raises(GroundingError, match="none of the 24 training records has a gold span, and .*=in_marked_units"):
+        fit(train, config)
+    model = fit(train, replace(config, encoder_token_spans=TokenSpans.anywhere))
+    assert model.sentence is None
+    marked = 0
+    for rec in synthetic(16, 1):
+        row = model.predict(rec)
+        if not row["label"]:
+            assert row["spans"] == []
+            continue
+        units, readings = sentences(rec, model.config)[0], token_readings(model.encoders, unit_pairs(rec, config))[1]
+        tokens = {unit.span[0] + c for unit, toks in zip(units, readings) for a, b, logit in toks if logit > 0
+                  for c in range(a, b)}
+        covered = {c for s, e in row["spans"] for c in range(s, e)}
+        assert covered >= tokens and (covered <= tokens | {c for c in covered if rec["response"][c] == " "})
+        marked += bool(row["spans"])
+    assert marked
 
 
 def test_with_an_encoder_cross_fit_by_fits_two_encoders_on_halves_of_the_domains(tiny_unit_encoder, tmp_path,

@@ -46,11 +46,12 @@ def test_the_token_head_learns_the_marked_tokens_and_is_refused_without_any(tiny
         UnitEncoder(tiny_unit_encoder, kind="span")
 
 
-def test_token_logits_are_the_unit_tokens_in_the_units_own_characters(tiny_unit_encoder):
-    from models.unit_encoder import token_logits
+def test_token_readings_are_the_unit_tokens_in_the_units_own_characters_and_the_units_logits(tiny_unit_encoder):
+    from models.unit_encoder import token_readings
 
     model = UnitEncoder(tiny_unit_encoder, kind="token").eval()
-    rows = token_logits([model, model], PAIRS)
+    units, rows = token_readings([model, model], PAIRS)
+    assert units == unit_logits([model, model], PAIRS)
     with torch.no_grad():
         per_token = model(PAIRS, training=True)
     assert [logit for row in rows for _, _, logit in row] == pytest.approx(per_token.tolist(), abs=1e-5)

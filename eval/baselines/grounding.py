@@ -404,6 +404,7 @@ class GroundingModel:
     word_odds: WordOdds | None = None    # eval.grounding.word_odds, where the train split has both labels
     encoders: list = field(default_factory=list)     # eval.grounding.encoder: the two fine-tuned unit encoders
     held_out_logits: dict | None = field(default=None, repr=False)   # while fitting: the training units' logits
+    last_read: tuple | None = field(default=None, repr=False)        # `_token_readings`' last record
 
     def threshold_of(self, rec: dict) -> float:
         """The response threshold of a record: its group's (`eval.threshold_by`), else the overall one."""
@@ -430,12 +431,25 @@ class GroundingModel:
 
     def _encoder_logits(self, rec: dict) -> list[float]:
         """The unit encoders' logits of the record's units: while fitting, a training record's from the encoder
-        that never saw its source; else the encoders' mean."""
+        that never saw its source; else the encoders' mean (with token spans, from the pass that reads the tokens
+        `marked_spans` keeps)."""
         if self.held_out_logits is not None and rec["id"] in self.held_out_logits:
             return self.held_out_logits[rec["id"]]
         from models.unit_encoder import unit_logits
 
-        return unit_logits(self.encoders, unit_pairs(rec, self.config))
+        if self.config.encoder_token_spans == TokenSpans.whole_units:
+            return unit_logits(self.encoders, unit_pairs(rec, self.config))
+        return self._token_readings(rec)[0]
+
+    def _token_readings(self, rec: dict) -> tuple[list[float], list[list[tuple[int, int, float]]]]:
+        """The token heads' reading of the record's units, kept for the last record read: `scores` and
+        `marked_spans` share one pass of the encoders."""
+        from models.unit_encoder import token_readings
+
+        key = (rec["id"], hash(rec["source"]), hash(rec["response"]), *map(id, self.encoders))
+        if self.last_read is None or self.last_read[0] != key:
+            self.last_read = (key, token_readings(self.encoders, unit_pairs(rec, self.config)))
+        return self.last_read[1]
 
     def scores(self, rec: dict) -> tuple[float, list[list]]:
         """The response's probability of being hallucinated (without a response model: its most likely
@@ -466,12 +480,12 @@ class GroundingModel:
         how = self.config.encoder_token_spans
         if how == TokenSpans.whole_units:
             return flagged_spans(per_unit, self.span_threshold)
-        from models.unit_encoder import token_logits
-
-        tokens = token_logits(self.encoders, unit_pairs(rec, self.config))
-        return [span for (start, _, q), row in zip(per_unit, tokens)
-                if how == TokenSpans.anywhere or is_hallucinated(q, self.span_threshold)
-                for span in flagged_spans([[start + a, start + b, float(logit > 0)] for a, b, logit in row], 0.5)]
+        units = sentences(rec, self.config)[0]
+        marked = ([True] * len(units) if how == TokenSpans.anywhere else
+                  [is_hallucinated(q, self.span_threshold) for *_, q in per_unit])
+        return [span for unit, keep, tokens in zip(units, marked, self._token_readings(rec)[1]) if keep
+                for span in flagged_spans([[unit.span[0] + a, unit.span[0] + b, float(logit > 0)]
+                                           for a, b, logit in tokens], 0.5)]
 
     def encoder_halves(self) -> str:
         by = self.config.cross_fit_by
@@ -557,6 +571,11 @@ def fit(train: list[dict], config: GroundingConfig = WORDS_ONLY, encoders: Encod
     model where some training unit overlaps a gold span, the response model where both labels occur. With
     `config.encoder`, they read the unit encoders fitted on `train` (`fit_unit_encoders`), or `encoders` already
     fitted on records holding `train`."""
+    if config.encoder_token_spans == TokenSpans.in_marked_units and not any(r["label"] and r["spans"] for r in train):
+        raise GroundingError(f"none of the {len(train)} training records has a gold span, and eval.grounding's "
+                             "encoder_token_spans=in_marked_units keeps the marked tokens of the units that a unit "
+                             "model fitted on gold spans marks: use anywhere (every run of marked tokens) "
+                             "or whole_units")
     model = GroundingModel(sorted({task_type(r) for r in train}), config)
     labels = [int(r["label"]) for r in train]
     held_out = {}
