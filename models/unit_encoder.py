@@ -82,7 +82,7 @@ class UnitEncoder(torch.nn.Module):
         if self.head_kind == "unit":
             return self.head(self.encoder(**batch).last_hidden_state[:, 0].float()).squeeze(-1)
         tokens = self.per_token(batch)
-        return tokens[in_unit] if training else tokens.masked_fill(~in_unit, float("-inf")).amax(1)
+        return tokens[in_unit] if training else highest_unit_token(tokens, in_unit)
 
     def per_token(self, batch) -> torch.Tensor:
         """The head's logit on every token of the tokenized pairs (the token head's reading)."""
@@ -144,6 +144,11 @@ def fit_unit_encoder(path: str, pairs: list[tuple[str, str]], spans: list[Spans]
     return model.eval()
 
 
+def highest_unit_token(logits: torch.Tensor, in_unit: torch.Tensor) -> torch.Tensor:
+    """A unit's logit under the token head: its highest unit token's (the last dimension runs over tokens)."""
+    return logits.masked_fill(~in_unit, float("-inf")).amax(-1)
+
+
 @torch.no_grad()
 def token_readings(encoders: list[UnitEncoder], pairs: list[tuple[str, str]]
                    ) -> tuple[list[float], list[list[tuple[int, int, float]]]]:
@@ -154,7 +159,7 @@ def token_readings(encoders: list[UnitEncoder], pairs: list[tuple[str, str]]
         return [], []
     batch, offsets, in_unit = encoders[0].read(pairs)
     logits = torch.stack([e.per_token(batch) for e in encoders])
-    units = logits.masked_fill(~in_unit, float("-inf")).amax(2).mean(0).tolist()
+    units = highest_unit_token(logits, in_unit).mean(0).tolist()
     return units, [[(a, b, logit) for (a, b), logit, inside in zip(row.tolist(), row_logits.tolist(), mask.tolist())
                     if inside and b > a] for row, row_logits, mask in zip(offsets, logits.mean(0), in_unit)]
 
