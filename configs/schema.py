@@ -270,8 +270,11 @@ class GroundingConfig:
                                        # one per unit token, learnt from which lie in a hallucinated span
                                        # (LettuceDetect); a unit's logit is its highest token's
     encoder_token_spans: TokenSpans = TokenSpans.whole_units   # with encoder_head=token, in_marked_units: each
-                                       # marked unit narrowed to its tokens whose mean token logit is positive;
-                                       # anywhere: every such token of the response, marked unit or not
+                                       # marked unit narrowed to the tokens its head marks
+                                       # (encoder_token_threshold); anywhere: every such token of the response
+    encoder_token_threshold: float | None = 0.5   # with token spans, a token is marked when its probability (the
+                                       # mean logit's sigmoid) reaches it: 0.5, a positive logit; None: chosen on
+                                       # validation for character F1
     encoder_edited_spans: bool = False   # a hallucinated response without gold spans: its encoder labels from the
                                        # words its dataset says were edited (meta.edited_spans: SummEdits' words
                                        # that differ from the seed summary), else every unit hallucinated

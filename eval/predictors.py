@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig
 
+from configs.choices import TokenSpans
 from configs.schema import (
     DataConfig,
     EvalConfig,
@@ -43,6 +44,7 @@ from eval.thresholds import (
     DEFAULT,
     Threshold,
     choose_group_thresholds,
+    choose_run_threshold,
     choose_span_threshold,
     choose_threshold,
     field_value,
@@ -380,9 +382,11 @@ class GroundingPredictor:
                                                       [[(s["start"], s["end"]) for s in r["spans"]] for r in recs]))
                 if model.sentence else Threshold(DEFAULT, "unused: no gold spans in the train split, none marked"))
         model.threshold, model.span_threshold = response.value, span.value
-        model.thresholds_by = self._group_thresholds(model, val, scored)
+        token = self._token_threshold(model, val, scored, chosen_on)
+        model.token_threshold, model.thresholds_by = token.value, self._group_thresholds(model, val, scored)
         model.save(out / "grounding.json", {"threshold_source": response.source, "span_threshold_source": span.source,
-                                            "train_records": fitted_on, "features_chosen": self.choice})
+                                            "token_threshold_source": token.source, "train_records": fitted_on,
+                                            "features_chosen": self.choice})
         groups = model.thresholds_by and "; by {}: {}".format(model.thresholds_by["field"], ", ".join(
             f"{value} {t:.3f}" for value, t in model.thresholds_by["values"].items()))
         logger.info(f"grounding: fitted on {fitted_on} records; response threshold {response.value:.3f} "
@@ -425,6 +429,17 @@ class GroundingPredictor:
             lambda recs: choose_threshold([r["label"] for r in recs], scores_of(recs), objective))
         return resolve_threshold(self.grounding.threshold, None, val, scores_of, what="responses", choose=choose,
                                  objective=objective.upper(), chosen_on=chosen_on)
+
+    def _token_threshold(self, model, val: list[dict], scored: dict, chosen_on: str) -> Threshold:
+        """Configured (0.5: a positive logit), else chosen on the validation responses' token runs for character F1."""
+        if self.grounding.encoder_token_spans == TokenSpans.whole_units:
+            return Threshold(DEFAULT, "unused: encoder_token_spans=whole_units, whole units are marked")
+        located = [r for r in val if r.get("spans")]
+        return resolve_threshold(
+            self.grounding.encoder_token_threshold, None, located, None, what="hallucinated responses",
+            objective="character F1", chosen_on=chosen_on,
+            choose=lambda recs: choose_run_threshold([model.token_runs(r, scored[r["id"]][1]) for r in recs],
+                                                     [[(s["start"], s["end"]) for s in r["spans"]] for r in recs]))
 
     def _group_thresholds(self, model, val: list[dict], scored: dict) -> dict | None:
         """A response threshold per value of `eval.threshold_by` (RAGTruth's task types), chosen on the

@@ -67,16 +67,23 @@ def choose_span_threshold(token_probs: list[list[list]], gold_spans: list[list[t
     """The threshold t whose flagged spans (`flagged_spans`) have the best character-level F1 over all
     the responses pooled, RAGTruth's span metric; ties go to the one closest to 0.5. Candidates lie
     midway between sorted distinct token probabilities (at most `candidates` of them, by quantile)."""
+    return choose_run_threshold([[tokens] for tokens in token_probs], gold_spans, candidates)
+
+
+def choose_run_threshold(runs: list[list[list[list]]], gold_spans: list[list[tuple[int, int]]],
+                         candidates: int = 200) -> float:
+    """`choose_span_threshold` where each response's tokens come in runs flagged apart (a span never joins
+    two runs: the grounding model's units, each read by its own pass of the token head)."""
     if not any(gold_spans):
         raise ValueError("choosing a span threshold needs gold spans in the validation split, found none")
-    probs = sorted({p for tokens in token_probs for _, _, p in tokens})
+    probs = sorted({p for record in runs for tokens in record for _, _, p in tokens})
     step = max(1, len(probs) // candidates)
     points = probs[::step] + [probs[-1]]
     values = [DEFAULT] + [(a + b) / 2 for a, b in zip(points, points[1:])] + [points[0], points[-1] + 1e-9]
     gold = [_characters(g) for g in gold_spans]
 
     def quality(t: float) -> tuple[float, float]:
-        predicted = [_characters(flagged_spans(tokens, t)) for tokens in token_probs]
+        predicted = [_characters(s for tokens in record for s in flagged_spans(tokens, t)) for record in runs]
         tp, n_pred, n_gold = (sum(len(p & g) for p, g in zip(predicted, gold)), sum(map(len, predicted)),
                               sum(map(len, gold)))
         f1 = 2 * tp / (n_pred + n_gold) if n_pred + n_gold else 0.0

@@ -57,6 +57,12 @@ def test_an_evaluation_config_is_refused_from_the_config_alone():
                                           "token, found unit"):
         check("eval.method=grounding", "data.source=records", "eval.grounding.encoder=embedded:minilm",
               "eval.grounding.encoder_token_spans=anywhere")
+    with pytest.raises(ConfigError, match="encoder_token_threshold=null chooses .* with cross_fit_by=meta.domain the "
+                                          "encoders train on them"):
+        check("eval.method=grounding", "data.source=records", "eval.grounding.cross_fit_by=meta.domain",
+              "eval.grounding.encoder_token_threshold=null")
+    with pytest.raises(ConfigError, match="encoder_token_threshold: expected a probability .* found 1.5"):
+        check("eval.method=grounding", "data.source=records", "eval.grounding.encoder_token_threshold=1.5")
     with pytest.raises(ConfigError, match=r"data.only_folds=\[0\] picks the folds train/sft.py trains; eval/run.py"):
         check("eval.method=grounding", "data.source=records", "data.folds=3", "data.only_folds=[0]")
     check_training(_cfg(), 2, encoder=False, cuda=False)      # the demo itself passes

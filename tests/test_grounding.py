@@ -439,6 +439,10 @@ def test_token_spans_are_the_tokens_its_head_marks_in_the_marked_units_or_anywhe
         assert all(s in {a for a, _ in tokens} and e in {b for _, b in tokens} for s, e in row["spans"])
         covered = {c for s, e in everywhere["spans"] for c in range(s, e)}
         assert everywhere["label"] == row["label"] and covered >= {c for s, e in row["spans"] for c in range(s, e)}
+        strict = replace(anywhere, token_threshold=0.9).predict(rec)["spans"]     # a higher token threshold
+        assert {c for s, e in strict for c in range(s, e)} <= covered
+        units = [s.span for s in sentences(rec, model.config)[0]]
+        assert all(any(a <= s and e <= b for a, b in units) for s, e in strict)   # a span never joins two units
         narrowed += row["spans"] != by_units["spans"]
     assert model.config.encoder_token_spans == TokenSpans.in_marked_units and narrowed
 

@@ -63,9 +63,10 @@ def test_the_export_of_a_run_annotates_its_test_rows_as_the_run_scored_them(tmp_
     assert spans == _annotate(export, [row], tmp_path / "one.jsonl")[0]["spans"]
 
 
-@pytest.mark.parametrize("head,token_spans", [("unit", "whole_units"), ("token", "anywhere")])
+@pytest.mark.parametrize("head,token_spans,token_threshold", [("unit", "whole_units", "0.5"),
+                                                               ("token", "anywhere", "null")])
 def test_an_export_with_a_fine_tuned_unit_encoder_annotates_as_the_run_scored(tmp_path, tiny_unit_encoder, head,
-                                                                              token_spans):
+                                                                              token_spans, token_threshold):
     data, export = tmp_path / "data", tmp_path / "export"
     test = synthetic(8, 2)
     for name, records in (("train", synthetic(24, 0)), ("val", synthetic(24, 1)), ("test", test)):
@@ -73,9 +74,12 @@ def test_an_export_with_a_fine_tuned_unit_encoder_annotates_as_the_run_scored(tm
     _eval(f"data.root={data}", "data.folds=0", f"output_dir={tmp_path / 'run'}", f"eval.export={export}",
           f"eval.grounding.encoder={tiny_unit_encoder}", "eval.grounding.encoder_epochs=2",
           "eval.grounding.encoder_lr=1e-3", f"eval.grounding.encoder_head={head}",
-          f"eval.grounding.encoder_token_spans={token_spans}")
+          f"eval.grounding.encoder_token_spans={token_spans}",
+          f"eval.grounding.encoder_token_threshold={token_threshold}")
     body = json.loads((export / "grounding.json").read_text())
     assert body["encoder"]["head"] == head and body["encoder"]["token_spans"] == token_spans
+    chosen = json.loads((tmp_path / "run" / "grounding.json").read_text())["token_threshold_source"]
+    assert ("character F1" in chosen) == (token_threshold == "null"), chosen
     dirs = [export / d for d in body["encoder"]["dirs"]]
     assert [d.name for d in dirs] == ["unit_encoder_0", "unit_encoder_1"]
     assert all((d / "head.safetensors").is_file() and list(d.glob("*.safetensors")) and not list(d.glob("*.bin"))

@@ -400,6 +400,7 @@ class GroundingModel:
     response: Linear | None = None   # None: every training record is hallucinated (UHGEval): spans decide
     threshold: float = 0.5           # response: hallucinated when its probability reaches it
     span_threshold: float = 0.5      # a unit of a hallucinated response is marked when its probability reaches it
+    token_threshold: float = 0.5     # with token spans, a token is marked when its probability reaches it
     thresholds_by: dict | None = None    # {"field": a record path, "values": {value: threshold}} (eval.threshold_by)
     word_odds: WordOdds | None = None    # eval.grounding.word_odds, where the train split has both labels
     encoders: list = field(default_factory=list)     # eval.grounding.encoder: the two fine-tuned unit encoders
@@ -475,17 +476,19 @@ class GroundingModel:
 
     def marked_spans(self, rec: dict, per_unit: list[list]) -> list[list[int]]:
         """The spans of a hallucinated response: its units that reach the span threshold (`encoder_token_spans`:
-        whole_units); their runs of tokens that the token head marks, mean logit > 0 (in_marked_units); or every
-        unit's such runs (anywhere)."""
-        how = self.config.encoder_token_spans
-        if how == TokenSpans.whole_units:
+        whole_units); else the runs of tokens that reach the token threshold in the units `token_runs` reads."""
+        if self.config.encoder_token_spans == TokenSpans.whole_units:
             return flagged_spans(per_unit, self.span_threshold)
+        return [span for run in self.token_runs(rec, per_unit) for span in flagged_spans(run, self.token_threshold)]
+
+    def token_runs(self, rec: dict, per_unit: list[list]) -> list[list[list]]:
+        """[start, end, probability] of the token heads' tokens (the sigmoid of their mean logit), a list per unit
+        read: the units that reach the span threshold (in_marked_units), or every unit (anywhere)."""
         units = sentences(rec, self.config)[0]
-        marked = ([True] * len(units) if how == TokenSpans.anywhere else
-                  [is_hallucinated(q, self.span_threshold) for *_, q in per_unit])
-        return [span for unit, keep, tokens in zip(units, marked, self._token_readings(rec)[1]) if keep
-                for span in flagged_spans([[unit.span[0] + a, unit.span[0] + b, float(logit > 0)]
-                                           for a, b, logit in tokens], 0.5)]
+        read = ([True] * len(units) if self.config.encoder_token_spans == TokenSpans.anywhere else
+                [is_hallucinated(q, self.span_threshold) for *_, q in per_unit])
+        return [[[unit.span[0] + a, unit.span[0] + b, 0.5 * (1 + math.tanh(logit / 2))] for a, b, logit in tokens]
+                for unit, keep, tokens in zip(units, read, self._token_readings(rec)[1]) if keep]
 
     def encoder_halves(self) -> str:
         by = self.config.cross_fit_by
@@ -507,6 +510,7 @@ class GroundingModel:
             shutil.rmtree(path.parent / ENCODER_DIRS[i], ignore_errors=True)
             encoder.save(path.parent / ENCODER_DIRS[i])
         body = {"threshold": self.threshold, "span_threshold": self.span_threshold,
+                "token_threshold": self.token_threshold,
                 "thresholds_by": self.thresholds_by, **provenance,
                 "task_types": self.task_types, "embedder": self.config.embedder, "unit": str(self.config.unit),
                 "lm": self.config.lm, "lm_source_tokens": self.config.lm_source_tokens,
@@ -544,6 +548,7 @@ class GroundingModel:
                                     if encoder else {}))
         odds = body["word_odds"]
         model = cls(body["task_types"], config, threshold=body["threshold"], span_threshold=body["span_threshold"],
+                    token_threshold=body.get("token_threshold", 0.5),
                     thresholds_by=body["thresholds_by"],
                     word_odds=odds and WordOdds(odds["hallucinated"], odds["faithful"], tuple(odds["responses"]),
                                                 odds["smoothing"]))

@@ -72,7 +72,9 @@ def _write_card(out: Path, spec: AnnotatorSpec, model: GroundingModel, held_out:
              f"- response model: {'yes' if model.response else 'no (its units decide)'}; "
              f"unit model: {'yes' if model.sentence else 'no (no gold spans: none marked)'}",
              f"- decision threshold: {model.threshold:.4f} ({spec.threshold_source}); span threshold "
-             f"{model.span_threshold:.4f}", "", "## Cross-validated evaluation of this recipe", "",
+             f"{model.span_threshold:.4f}" + (f", token threshold {model.token_threshold:.4f}"
+                                               if c.encoder_token_spans != "whole_units" else ""),
+             "", "## Cross-validated evaluation of this recipe", "",
              held_out.strip() if held_out else "Not cross-validated (the run that wrote it scored one test split).",
              "", "## Use", "", "```bash", "python -m eval.annotate model=THIS_DIR input=IN.jsonl output=OUT.jsonl",
              "```", "", f"Everything it needs is in `{MODEL_FILE}` (numbers and word counts as JSON) and "
