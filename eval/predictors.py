@@ -390,7 +390,9 @@ class GroundingPredictor:
         groups = model.thresholds_by and "; by {}: {}".format(model.thresholds_by["field"], ", ".join(
             f"{value} {t:.3f}" for value, t in model.thresholds_by["values"].items()))
         logger.info(f"grounding: fitted on {fitted_on} records; response threshold {response.value:.3f} "
-                    f"({response.source}){groups or ''}, span threshold {span.value:.3f} ({span.source})")
+                    f"({response.source}){groups or ''}, span threshold {span.value:.3f} ({span.source})"
+                    + ("" if g.encoder_token_spans == TokenSpans.whole_units else
+                       f", token threshold {token.value:.3f} ({token.source})"))
         self.model = model
 
     def _choose(self, splits: dict[str, list[dict]], train: list[dict]) -> None:
