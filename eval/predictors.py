@@ -437,6 +437,8 @@ class GroundingPredictor:
         if self.grounding.encoder_token_spans == TokenSpans.whole_units:
             return Threshold(DEFAULT, "unused: encoder_token_spans=whole_units, whole units are marked")
         located = [r for r in val if r.get("spans")]
+        if self.grounding.encoder_token_threshold is None and not located:
+            return Threshold(DEFAULT, "default: no validation response has gold spans to choose it on")
         return resolve_threshold(
             self.grounding.encoder_token_threshold, None, located, None, what="hallucinated responses",
             objective="character F1", chosen_on=chosen_on,

@@ -511,3 +511,14 @@ def test_with_an_encoder_cross_fit_by_fits_two_encoders_on_halves_of_the_domains
     assert saved["threshold_source"] == "train and val splits cross-fitted by meta.domain, 36 responses"
     with pytest.raises(GroundingError, match=r"halves of its values: found \['news'\]"):
         fit_unit_encoders(records[:12], config)
+
+
+def test_a_token_threshold_left_to_choose_without_gold_spans_stays_at_its_default_and_says_why():
+    """SummEdits' validation responses have no gold spans: nothing to choose a token threshold on."""
+    from eval.predictors import GroundingPredictor
+
+    config = GroundingConfig(encoder="embedded:minilm", encoder_head=EncoderHead.token,
+                             encoder_token_spans=TokenSpans.anywhere, encoder_token_threshold=None)
+    val = [{"id": "a", "label": 1, "spans": []}, {"id": "b", "label": 0, "spans": []}]
+    chosen = GroundingPredictor(config, inference=None)._token_threshold(None, val, {}, "validation split")
+    assert chosen.value == 0.5 and chosen.source == "default: no validation response has gold spans to choose it on"
