@@ -183,6 +183,11 @@ def read_records(path: str | Path) -> list[dict]:
     return records
 
 
+def gold_spans(rec: dict) -> list[tuple[int, int]]:
+    """A record's gold `spans` as (start, end) character pairs; [] where it has none."""
+    return [(s["start"], s["end"]) for s in rec.get("spans") or []]
+
+
 def write_jsonl(path: str | Path, rows: Iterable[dict]) -> int:
     """Write rows as JSONL (UTF-8, no ASCII escaping); returns the count."""
     path = Path(path)

@@ -29,6 +29,7 @@ from data_builders.common.progress import progress
 from data_builders.model_inputs.evidence import evidence_records
 from data_builders.model_inputs.prompts import traits
 from data_builders.model_inputs.retrieval import EmbeddingRanker
+from data_builders.records import gold_spans
 from data_builders.sources import train_split
 from eval.aggregation import by_sentence
 from eval.aggregation.by_keyword import keyword_row, keyword_units
@@ -201,7 +202,7 @@ class AnnotatorPredictor:
     def _span_threshold(self, records: list[dict]) -> float:
         rows = self._predicted(records, progress=False)
         return choose_span_threshold([row["token_probs"] for row in rows],
-                                     [[(s["start"], s["end"]) for s in r.get("spans") or []] for r in records])
+                                     [gold_spans(r) for r in records])
 
     def rows(self, records: list[dict], progress: bool | None = None, on_result: Write | None = None) -> list[dict]:
         """One row per record, in record order, on every process (each predicts its share)."""
@@ -379,7 +380,7 @@ class GroundingPredictor:
             g.span_threshold, None, [r for r in val if r.get("spans")], None, what="hallucinated responses",
             objective="character F1", chosen_on=chosen_on,
             choose=lambda recs: choose_span_threshold([scored[r["id"]][1] for r in recs],
-                                                      [[(s["start"], s["end"]) for s in r["spans"]] for r in recs]))
+                                                      [gold_spans(r) for r in recs]))
                 if model.sentence else Threshold(DEFAULT, "unused: no gold spans in the train split, none marked"))
         model.threshold, model.span_threshold = response.value, span.value
         token = self._token_threshold(model, val, scored, chosen_on)
@@ -443,7 +444,7 @@ class GroundingPredictor:
             self.grounding.encoder_token_threshold, None, located, None, what="hallucinated responses",
             objective="character F1", chosen_on=chosen_on,
             choose=lambda recs: choose_run_threshold([model.token_runs(r, scored[r["id"]][1]) for r in recs],
-                                                     [[(s["start"], s["end"]) for s in r["spans"]] for r in recs]))
+                                                     [gold_spans(r) for r in recs]))
 
     def _group_thresholds(self, model, val: list[dict], scored: dict) -> dict | None:
         """A response threshold per value of `eval.threshold_by` (RAGTruth's task types), chosen on the

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from eval.scorers.decisions import DEFAULT, is_hallucinated  # noqa: F401  (the decision lives beside the scorers)
 from eval.scorers.metrics import binary_scores
+from eval.scorers.spans import chars
 
 
 @dataclass(frozen=True)
@@ -58,10 +59,6 @@ def choose_threshold(gold: list[int], p_hallucinated: list[float], objective: st
     return max(candidates, key=quality)
 
 
-def _characters(spans) -> set[int]:
-    return {i for start, end in spans for i in range(start, end)}
-
-
 def choose_span_threshold(token_probs: list[list[list]], gold_spans: list[list[tuple[int, int]]],
                           candidates: int = 200) -> float:
     """The threshold t whose flagged spans (`flagged_spans`) have the best character-level F1 over all
@@ -80,10 +77,10 @@ def choose_run_threshold(runs: list[list[list[list]]], gold_spans: list[list[tup
     step = max(1, len(probs) // candidates)
     points = probs[::step] + [probs[-1]]
     values = [DEFAULT] + [(a + b) / 2 for a, b in zip(points, points[1:])] + [points[0], points[-1] + 1e-9]
-    gold = [_characters(g) for g in gold_spans]
+    gold = [chars(g) for g in gold_spans]
 
     def quality(t: float) -> tuple[float, float]:
-        predicted = [_characters(s for tokens in record for s in flagged_spans(tokens, t)) for record in runs]
+        predicted = [chars(s for tokens in record for s in flagged_spans(tokens, t)) for record in runs]
         tp, n_pred, n_gold = (sum(len(p & g) for p, g in zip(predicted, gold)), sum(map(len, predicted)),
                               sum(map(len, gold)))
         f1 = 2 * tp / (n_pred + n_gold) if n_pred + n_gold else 0.0

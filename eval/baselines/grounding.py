@@ -40,6 +40,7 @@ from configs.choices import EncoderHead, EvidenceUnit, TokenSpans
 from configs.schema import GroundingConfig
 from data_builders.common.progress import progress
 from data_builders.folds import group_key, grouped_folds, source_key
+from data_builders.records import gold_spans
 from data_builders.sentences import sentence_spans, unit_spans
 from eval.baselines.lm_evidence import LM_FEATURES, lm_reader
 from eval.thresholds import field_value, flagged_spans, is_hallucinated
@@ -298,7 +299,7 @@ def located(rec: dict, config: GroundingConfig) -> list[tuple[int, int]]:
     `encoder_edited_spans`) the words its dataset says were edited (`meta.edited_spans`: SummEdits' words that
     differ from the seed summary); [] when unknown."""
     if rec.get("spans"):
-        return [(s["start"], s["end"]) for s in rec["spans"]]
+        return gold_spans(rec)
     edited = (rec.get("meta") or {}).get("edited_spans") if config.encoder_edited_spans else None
     return [(a, b) for a, b in edited or []]
 
@@ -317,7 +318,7 @@ def encoder_spans(rec: dict, found: list[Sentence], config: GroundingConfig) -> 
 
 
 def gold_sentence_labels(rec: dict, found: list[Sentence]) -> list[int]:
-    gold = [(s["start"], s["end"]) for s in rec.get("spans") or []]
+    gold = gold_spans(rec)
     return [int(any(a < s.span[1] and b > s.span[0] for a, b in gold)) for s in found]
 
 

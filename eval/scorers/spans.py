@@ -9,6 +9,7 @@ decides the response-level judgement instead.
 """
 from __future__ import annotations
 
+from data_builders.records import gold_spans
 from eval.scorers.binary import annotation_row
 from eval.scorers.decisions import binary_decision
 from eval.scorers.metrics import binary_classification
@@ -58,7 +59,7 @@ def score_spans(gold: list[dict], preds: dict[str, dict], bertscore=None) -> tup
     for rec in gold:
         row = preds.get(rec["id"])
         predicted = prediction_spans(row)
-        g, p = chars((s["start"], s["end"]) for s in rec["spans"]), chars(predicted or [])
+        g, p = chars(gold_spans(rec)), chars(predicted or [])
         label = binary_decision(row)[0] if row and ("label" in row or "probs" in row) else \
             (int(bool(predicted)) if predicted is not None else None)
         gold_label = int(bool(rec["spans"])) if rec.get("label") is None else rec["label"]
