@@ -63,6 +63,23 @@ def test_binary_scoring(tmp_path):
     assert (m["precision"], m["recall"]) == (0.5, 0.5)
 
 
+def test_the_reports_rank_the_responses_by_their_scores_where_the_annotator_gives_them(tmp_path):
+    gold = [{**_ln(i, g, None), "task": "summarization", "meta": {"domain": "news"}} for i, g in enumerate([1, 0, 1, 0])]
+    # a prepared method's `score` and a head's `probs`; of the four hallucinated-faithful pairs, 3 are ranked right
+    scored = [{"id": "r0", "score": 0.9, "label": 1}, {"id": "r1", "probs": [0.9, 0.1]},
+              {"id": "r2", "score": 0.4, "label": 0}, {"id": "r3", "probs": [0.4, 0.6]}]
+    g = _write(tmp_path / "g.jsonl", gold)
+    binary = score_files("binary", g, _write(tmp_path / "p.jsonl", scored), tmp_path / "binary")
+    summedits = score_files("summedits", g, tmp_path / "p.jsonl", tmp_path / "summedits")
+    assert binary["roc_auc"] == summedits["by_domain"]["news"]["roc_auc"] == 0.75
+    # thresholded, two of the four are wrong: the ranking is what the balanced accuracy does not show
+    assert "| news | 4 | 50.00 | 50.00 | 0.0000 | 0.7500 | 0 |" in (tmp_path / "summedits" / "report.md").read_text()
+    # a judge's answer has no score: no ranking, and the report says so instead of a number
+    answers = [{"id": f"r{i}", "label": g} for i, g in enumerate([1, 0, 0, 0])]
+    judged = score_files("binary", g, _write(tmp_path / "a.jsonl", answers), tmp_path / "judged")
+    assert judged["roc_auc"] is None and "| 0.5774 | - | 0 |" in (tmp_path / "judged" / "report.md").read_text()
+
+
 def test_anah_scoring(tmp_path):
     src = "奥马尔·海亚姆是波斯数学家、天文学家和诗人。他生于1048年。"
     base = {"task": "qa", "source": src, "response": "句子", "question": "谁?"}

@@ -1,8 +1,8 @@
 """Scoring binary hallucination detection (HalluMix-style, seed 001 section 4)."""
 from __future__ import annotations
 
-from eval.scorers.decisions import binary_decision
-from eval.scorers.metrics import binary_classification
+from eval.scorers.decisions import binary_decision, response_score
+from eval.scorers.metrics import rows_classification
 from eval.scorers.parsers import parse_longnovel_verdict, type_key
 from eval.scorers.scorer_spec import Scorer, detection_summary, no_plots, no_tables, num, pct, span
 
@@ -14,16 +14,18 @@ def score_binary(gold: list[dict], preds: dict[str, dict], bertscore=None) -> tu
         pred, _ = binary_decision(preds.get(rec["id"]))
         raw = preds.get(rec["id"], {})
         rows.append({"id": rec["id"], "gold": rec["label"], "pred": pred, "raw": raw.get("output", raw.get("probs")),
-                     "correct": pred == rec["label"], "language": rec.get("language")})
-    metrics = binary_classification([r["gold"] for r in rows], [r["pred"] for r in rows])
+                     "score": response_score(preds.get(rec["id"])), "correct": pred == rec["label"],
+                     "language": rec.get("language")})
+    metrics = rows_classification(rows)
     metrics["missing_ids"] = [r["id"] for r in gold if r["id"] not in preds]
     return metrics, rows
 
 
 def binary_markdown(m: dict) -> list[str]:
     keys = ("acc", "balanced_acc", "f1", "precision", "recall", "f1_macro")
-    return ["| n | " + " | ".join(keys) + " | MCC | parse failures |", "|---" * (len(keys) + 3) + "|",
-            f"| {m['n']} | " + " | ".join(pct(m[k]) for k in keys) + f" | {num(m['mcc'])} | {m['parse_failures']} |"]
+    return ["| n | " + " | ".join(keys) + " | MCC | ROC AUC | parse failures |", "|---" * (len(keys) + 4) + "|",
+            f"| {m['n']} | " + " | ".join(pct(m[k]) for k in keys) +
+            f" | {num(m['mcc'])} | {num(m.get('roc_auc'))} | {m['parse_failures']} |"]
 
 
 def annotation_row(rec: dict, pred: dict) -> dict:

@@ -24,6 +24,17 @@ def _from_probs(probs, threshold: float | None = None) -> int | None:
     return max(range(len(probs)), key=probs.__getitem__)
 
 
+def response_score(row: dict | None) -> float | None:
+    """The annotator's score that the response is hallucinated (a prepared method's `score`, a head's
+    `probs`), before any threshold; None when the row has none (a judge's answer, a generated verdict)."""
+    if row is None:
+        return None
+    value = row.get("score", row.get("probs"))
+    if isinstance(value, list) and len(value) == 2:
+        value = value[1]
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def binary_decision(row: dict | None) -> tuple[int | None, list[str]]:
     """(label, predicted types) for LongNovel / binary tasks; (None, []) when unusable."""
     if row is None:

@@ -40,8 +40,17 @@ def recall(rows: list[tuple[int, int | None]]) -> dict:
     return {"recall": sum(hits) / len(hits) if hits else None, "n": len(hits)}
 
 
-def binary_classification(gold: list[int], pred: list[int | None]) -> dict:
-    """Accuracy, balanced accuracy, F1 / precision / recall of the hallucinated class, macro F1, MCC.
+def roc_auc(gold: list[int], scores: list[float | None] | None) -> float | None:
+    """ROC AUC of the annotator's response scores (higher = more likely hallucinated): how well it ranks,
+    whatever its threshold. None unless every row has a score and both classes are present."""
+    if not scores or any(s is None for s in scores) or len(set(gold)) < 2:
+        return None
+    return float(_sk().roc_auc_score(gold, scores))
+
+
+def binary_classification(gold: list[int], pred: list[int | None], scores: list[float | None] | None = None) -> dict:
+    """Accuracy, balanced accuracy, F1 / precision / recall of the hallucinated class, macro F1, MCC, and the
+    ROC AUC of `scores` (each row's response score, where the annotator gives one).
 
     A failed parse counts as the opposite of its gold label.
     """
@@ -55,7 +64,13 @@ def binary_classification(gold: list[int], pred: list[int | None]) -> dict:
         "precision": float(_sk().precision_score(gold, effective, zero_division=0)),
         "recall": float(_sk().recall_score(gold, effective, zero_division=0)),
         "mcc": base["mcc"], "n": base["n"], "parse_failures": base["parse_failures"],
+        "roc_auc": roc_auc(gold, scores),
     }
+
+
+def rows_classification(rows: list[dict]) -> dict:
+    """`binary_classification` of a scorer's rows, each with its `gold` and `pred` label and its `score`."""
+    return binary_classification([r["gold"] for r in rows], [r["pred"] for r in rows], [r["score"] for r in rows])
 
 
 def _ngrams(units: list[str], n: int) -> Counter:

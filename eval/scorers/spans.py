@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from data_builders.records import gold_spans
 from eval.scorers.binary import annotation_row
-from eval.scorers.decisions import binary_decision
-from eval.scorers.metrics import binary_classification
-from eval.scorers.scorer_spec import Scorer, Summary, no_plots, no_tables, pct
+from eval.scorers.decisions import binary_decision, response_score
+from eval.scorers.metrics import rows_classification
+from eval.scorers.scorer_spec import Scorer, Summary, no_plots, no_tables, num, pct
 
 
 class SpanError(ValueError):
@@ -48,7 +48,7 @@ def prf(tp: int, predicted: int, gold: int) -> dict:
 
 
 def _group(rows: list[dict]) -> dict:
-    example = binary_classification([r["gold"] for r in rows], [r["pred"] for r in rows])
+    example = rows_classification(rows)
     return {"n": len(rows), "example": example,
             "char": prf(sum(r["overlap"] for r in rows), sum(r["pred_chars"] for r in rows),
                         sum(r["gold_chars"] for r in rows))}
@@ -64,7 +64,7 @@ def score_spans(gold: list[dict], preds: dict[str, dict], bertscore=None) -> tup
             (int(bool(predicted)) if predicted is not None else None)
         gold_label = int(bool(rec["spans"])) if rec.get("label") is None else rec["label"]
         rows.append({"id": rec["id"], "task": (rec.get("meta") or {}).get("task_type") or rec["task"],
-                     "gold": gold_label, "pred": label, "correct": label == gold_label,
+                     "gold": gold_label, "pred": label, "score": response_score(row), "correct": label == gold_label,
                      "gold_chars": len(g), "pred_chars": len(p), "overlap": len(g & p)})
     metrics = _group(rows)
     tasks = sorted({r["task"] for r in rows})
@@ -76,15 +76,17 @@ def score_spans(gold: list[dict], preds: dict[str, dict], bertscore=None) -> tup
 
 
 def spans_markdown(m: dict) -> list[str]:
-    lines = ["| task | n | example P | example R | example F1 | char P | char R | char F1 | parse failures |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| task | n | example P | example R | example F1 | ROC AUC | char P | char R | char F1 | parse failures |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, g in [*(m.get("by_task") or {}).items(), ("all", m)]:
         e, c = g["example"], g["char"]
         lines.append(f"| {name} | {g['n']} | {pct(e['precision'])} | {pct(e['recall'])} | {pct(e['f1'])} | "
-                     f"{pct(c['precision'])} | {pct(c['recall'])} | {pct(c['f1'])} | {e['parse_failures']} |")
+                     f"{num(e.get('roc_auc'))} | {pct(c['precision'])} | {pct(c['recall'])} | {pct(c['f1'])} | "
+                     f"{e['parse_failures']} |")
     return lines + ["", "Example level: a response is hallucinated when it has a span (or as its label says). "
                     "Character level: the overlap of predicted and gold span characters, pooled over all "
-                    "responses."]
+                    "responses. ROC AUC: how the response scores rank the responses, whatever the threshold "
+                    "(pooled over folds, it ranks each fold's scores against the others')."]
 
 
 def spans_summary(m: dict) -> Summary:

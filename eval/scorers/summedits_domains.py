@@ -5,9 +5,9 @@ systems on the same domains. A record's domain is `meta.domain` (the importer's,
 from __future__ import annotations
 
 from eval.scorers.binary import annotation_row
-from eval.scorers.decisions import binary_decision
-from eval.scorers.metrics import binary_classification
-from eval.scorers.scorer_spec import Scorer, Summary, no_plots, no_tables, pct
+from eval.scorers.decisions import binary_decision, response_score
+from eval.scorers.metrics import rows_classification
+from eval.scorers.scorer_spec import Scorer, Summary, no_plots, no_tables, num, pct
 
 # The benchmark's ten domains, as its released files name them (summedits_<domain>.json), in the order of its table.
 DOMAINS = ("podcast", "billsum", "samsum", "news", "sales_call", "sales_email", "shakespeare", "scitldr", "qmsumm",
@@ -50,13 +50,14 @@ def score_summedits(gold: list[dict], preds: dict[str, dict], bertscore=None) ->
         pred, _ = binary_decision(preds.get(rec["id"]))
         raw = preds.get(rec["id"], {})
         rows.append({"id": rec["id"], "gold": rec["label"], "pred": pred, "correct": pred == rec["label"],
-                     "domain": _domain(rec), "raw": raw.get("output", raw.get("probs"))})
+                     "domain": _domain(rec), "raw": raw.get("output", raw.get("probs")),
+                     "score": response_score(preds.get(rec["id"]))})
     by_domain = {}
     for d in sorted({r["domain"] for r in rows}, key=lambda d: (d not in DOMAINS, DOMAINS.index(d) if d in DOMAINS
                                                                   else 0, d)):
         sub = [r for r in rows if r["domain"] == d]
-        by_domain[d] = binary_classification([r["gold"] for r in sub], [r["pred"] for r in sub])
-    pooled = binary_classification([r["gold"] for r in rows], [r["pred"] for r in rows])
+        by_domain[d] = rows_classification(sub)
+    pooled = rows_classification(rows)
     metrics = {"n": len(rows), "parse_failures": pooled["parse_failures"],
                "balanced_acc": sum(m["balanced_acc"] for m in by_domain.values()) / len(by_domain),
                "pooled": pooled, "by_domain": by_domain,
@@ -66,11 +67,13 @@ def score_summedits(gold: list[dict], preds: dict[str, dict], bertscore=None) ->
 
 def summedits_markdown(m: dict) -> list[str]:
     domains = list(m["by_domain"])
-    lines = ["| domain | n | balanced acc. | F1 (inconsistent) | MCC | parse failures |", "|---|---|---|---|---|---|"]
+    lines = ["| domain | n | balanced acc. | F1 (inconsistent) | MCC | ROC AUC | parse failures |",
+             "|---|---|---|---|---|---|---|"]
     for d, s in m["by_domain"].items():
         lines.append(f"| {d} | {s['n']} | {pct(s['balanced_acc'])} | {pct(s['f1'])} | {s['mcc']:.4f} | "
-                     f"{s['parse_failures']} |")
-    lines.append(f"| overall (mean of the domains) | {m['n']} | {pct(m['balanced_acc'])} | | | {m['parse_failures']} |")
+                     f"{num(s.get('roc_auc'))} | {s['parse_failures']} |")
+    lines.append(f"| overall (mean of the domains) | {m['n']} | {pct(m['balanced_acc'])} | | | | "
+                 f"{m['parse_failures']} |")
     known = [d for d in domains if d in DOMAINS]
     if not known:
         return lines
