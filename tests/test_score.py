@@ -64,7 +64,8 @@ def test_binary_scoring(tmp_path):
 
 
 def test_the_reports_rank_the_responses_by_their_scores_where_the_annotator_gives_them(tmp_path):
-    gold = [{**_ln(i, g, None), "task": "summarization", "meta": {"domain": "news"}} for i, g in enumerate([1, 0, 1, 0])]
+    gold = [{**_ln(i, g, None), "task": "summarization", "meta": {"domain": "news"}}
+            for i, g in enumerate([1, 0, 1, 0])]
     # a prepared method's `score` and a head's `probs`; of the four hallucinated-faithful pairs, 3 are ranked right
     scored = [{"id": "r0", "score": 0.9, "label": 1}, {"id": "r1", "probs": [0.9, 0.1]},
               {"id": "r2", "score": 0.4, "label": 0}, {"id": "r3", "probs": [0.4, 0.6]}]
