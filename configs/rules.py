@@ -100,11 +100,14 @@ def check_evaluation(evaluation: EvalConfig, data: DataConfig, task: TaskConfig)
         raise ConfigError("eval.grounding.encoder fine-tunes two encoders in every fit, and "
                           "eval.grounding.choose_among fits once per candidate and inner fold: unset one of them")
     encoder_only = {"encoder_twins": g.encoder_twins, "encoder_head": g.encoder_head != EncoderHead.unit,
-                    "encoder_edited_spans": g.encoder_edited_spans}
+                    "encoder_edited_spans": g.encoder_edited_spans, "encoder_patience": g.encoder_patience is not None}
     for key, set_ in encoder_only.items():
         if set_ and not g.encoder:
             raise ConfigError(f"eval.grounding.{key}={getattr(g, key)} shapes how the unit encoder learns: it needs "
                               "eval.grounding.encoder (embedded:minilm, say), found none")
+    if g.encoder_patience is not None and g.encoder_patience < 1:
+        raise ConfigError(f"eval.grounding.encoder_patience: expected the epochs without a better validation figure "
+                          f"before stopping, at least 1 (or null: no early stopping), found {g.encoder_patience}")
     if g.encoder_token_spans != TokenSpans.whole_units and g.encoder_head != EncoderHead.token:
         raise ConfigError(f"eval.grounding.encoder_token_spans={g.encoder_token_spans} marks the tokens the token head "
                           f"marks: it needs eval.grounding.encoder_head=token, found {g.encoder_head}")

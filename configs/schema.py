@@ -263,7 +263,10 @@ class GroundingConfig:
                                        # hallucinated; its logit joins the unit features (training units read the
                                        # logit of an encoder fitted on the other half of the train sources)
     encoder_evidence: int = 2          # source pieces (by embedder, else MiniLM, similarity) beside each unit
-    encoder_epochs: float = 1.0        # passes over the training units
+    encoder_epochs: float = 1.0        # passes over the training units (with encoder_patience, the most)
+    encoder_patience: int | None = None   # early stopping: after each epoch, each encoder's ROC AUC on (a sample of)
+                                       # the other half's units; stop after this many epochs without a better one
+                                       # and keep the best epoch's weights (LettuceDetect's recipe). None: no stopping
     encoder_lr: float = 5e-5
     encoder_max_len: int = 192         # tokens of a (unit, evidence) pair
     encoder_head: EncoderHead = EncoderHead.unit   # unit: one logit on [CLS], learnt from each unit's label | token:

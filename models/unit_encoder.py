@@ -24,6 +24,7 @@ from data_builders.common.progress import progress
 
 HEAD_FILE = "head.safetensors"
 HEADS = ("unit", "token")
+Spans = list[tuple[int, int]]      # hallucinated character spans of a unit's text; [] when it is supported
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,31 @@ class EncoderTraining:
     max_len: int = 192
     batch_size: int = 32
     head: str = "unit"
+    patience: int | None = None     # with validation pairs: stop after this many epochs without a better figure
 
 
-Spans = list[tuple[int, int]]      # hallucinated character spans of a unit's text; [] when it is supported
+@dataclass
+class Validation:
+    """Pairs the encoder never trains on, read after each epoch (`fit_unit_encoder`): the ROC AUC of its logits
+    against their targets (units, or unit tokens) is the figure early stopping keeps the best epoch of."""
+    pairs: list[tuple[str, str]]
+    spans: list[Spans]
+    batch_size: int = 64
+
+    @torch.no_grad()
+    def roc_auc(self, model: UnitEncoder) -> float:
+        from sklearn.metrics import roc_auc_score
+
+        training = model.training
+        model.eval()
+        logits, targets = [], []
+        for i in range(0, len(self.pairs), self.batch_size):
+            pairs, spans = self.pairs[i:i + self.batch_size], self.spans[i:i + self.batch_size]
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                logits.append(model(pairs, training=True).float())
+            targets.append(model.targets(pairs, spans))
+        model.train(training)
+        return float(roc_auc_score(torch.cat(targets).numpy(), torch.cat(logits).numpy()))
 
 
 class UnitEncoder(torch.nn.Module):
@@ -53,6 +76,7 @@ class UnitEncoder(torch.nn.Module):
         if head is not None:
             self.head.load_state_dict(head)
         self.max_len = max_len
+        self.curve: list[tuple[float, float]] = []       # (epochs trained, validation ROC AUC), with early stopping
 
     def read(self, pairs: list[tuple[str, str]]):
         """The tokenized pairs; for the token head (they need a fast tokenizer) also each token's character
@@ -112,36 +136,69 @@ def positive_share(model: UnitEncoder, pairs: list[tuple[str, str]], spans: list
 
 
 def fit_unit_encoder(path: str, pairs: list[tuple[str, str]], spans: list[Spans], training: EncoderTraining,
-                     seed: int, desc: str = "unit encoder") -> UnitEncoder:
+                     seed: int, desc: str = "unit encoder", validation: Validation | None = None) -> UnitEncoder:
     """`path`'s encoder with a fresh head (`training.head`), fine-tuned on the pairs and their units'
     hallucinated spans (binary cross-entropy, the positives weighted by the negatives' share), in eval mode on
-    return."""
+    return. With `validation` and `training.patience`, read after each epoch: training stops after `patience`
+    epochs without a better ROC AUC and the best epoch's weights are returned; `model.curve` holds the figures."""
     torch.manual_seed(seed)
     model = UnitEncoder(path, max_len=training.max_len, kind=training.head).train()
     positive = positive_share(model, pairs, spans, desc)
+    pos_weight = torch.tensor((1 - positive) / positive)
+    per_epoch = math.ceil(len(pairs) / training.batch_size)
     total = max(1, math.ceil(training.epochs * len(pairs) / training.batch_size))
     optimizer = torch.optim.AdamW(model.parameters(), lr=training.lr, weight_decay=0.01)
     warmup = max(1, round(0.06 * total))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) * (total - s) / total)
+    stopping = EarlyStopping(validation, training.patience, desc) if validation and training.patience else None
     order: list[int] = []
     rng = random.Random(seed)
-    for _ in progress(range(total), desc=desc):
+    for step in progress(range(total), desc=desc):
         if len(order) < training.batch_size:
             fresh = list(range(len(pairs)))
             rng.shuffle(fresh)
             order += fresh
-        step, order = order[:training.batch_size], order[training.batch_size:]
-        batch = [pairs[i] for i in step]
+        batch, order = order[:training.batch_size], order[training.batch_size:]
         with torch.autocast("cpu", dtype=torch.bfloat16):     # the grounding annotator runs on CPU
-            logits = model(batch, training=True).float()
+            logits = model([pairs[i] for i in batch], training=True).float()
         loss = torch.nn.functional.binary_cross_entropy_with_logits(
-            logits, model.targets(batch, [spans[i] for i in step]), pos_weight=torch.tensor((1 - positive) / positive))
+            logits, model.targets([pairs[i] for i in batch], [spans[i] for i in batch]), pos_weight=pos_weight)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
         optimizer.zero_grad()
+        epoch_end = (step + 1) % per_epoch == 0 or step + 1 == total
+        if stopping and epoch_end and stopping.stop(model, step + 1, per_epoch):
+            break
+    if stopping:
+        stopping.restore(model)
     return model.eval()
+
+
+class EarlyStopping:
+    """The validation figure after each epoch, the best epoch's weights, and whether `patience` epochs have
+    passed without a better one."""
+    def __init__(self, validation: Validation, patience: int, desc: str):
+        self.validation, self.patience, self.desc = validation, patience, desc
+        self.curve: list[tuple[float, float]] = []        # (epochs trained, validation ROC AUC)
+        self.best: tuple[float, dict[str, torch.Tensor]] | None = None
+
+    def stop(self, model: UnitEncoder, steps: int, per_epoch: int) -> bool:
+        figure = self.validation.roc_auc(model)
+        self.curve.append((round(steps / per_epoch, 2), figure))
+        print(f"{self.desc}: epoch {self.curve[-1][0]:g}, validation ROC AUC {figure:.4f} "
+              f"({len(self.validation.pairs):,} pairs it never trains on)", flush=True)
+        if self.best is None or figure > self.best[0]:
+            self.best = (figure, {k: v.detach().clone() for k, v in model.state_dict().items()})
+        epochs_since = len(self.curve) - 1 - max(range(len(self.curve)), key=lambda i: self.curve[i][1])
+        return epochs_since >= self.patience
+
+    def restore(self, model: UnitEncoder) -> None:
+        """The best epoch's weights back in `model`, and the curve on it."""
+        if self.best is not None:
+            model.load_state_dict(self.best[1])
+        model.curve = self.curve
 
 
 def highest_unit_token(logits: torch.Tensor, in_unit: torch.Tensor) -> torch.Tensor:

@@ -49,7 +49,7 @@ def test_an_evaluation_config_is_refused_from_the_config_alone():
               "eval.grounding.choose_among=[plain,stem]")
     check("eval.method=grounding", "data.source=records", "eval.grounding.encoder=embedded:minilm",
           "eval.grounding.cross_fit_by=meta.domain")
-    for key in ("encoder_twins=1", "encoder_head=token", "encoder_edited_spans=true"):
+    for key in ("encoder_twins=1", "encoder_head=token", "encoder_edited_spans=true", "encoder_patience=2"):
         with pytest.raises(ConfigError, match=f"{key.split('=')[0]}=.* shapes how the unit encoder learns: it needs "
                                               "eval.grounding.encoder"):
             check("eval.method=grounding", "data.source=records", f"eval.grounding.{key}")
@@ -61,6 +61,9 @@ def test_an_evaluation_config_is_refused_from_the_config_alone():
                                           "encoders train on them"):
         check("eval.method=grounding", "data.source=records", "eval.grounding.cross_fit_by=meta.domain",
               "eval.grounding.encoder_token_threshold=null")
+    with pytest.raises(ConfigError, match="encoder_patience: expected the epochs without a better .* found 0"):
+        check("eval.method=grounding", "data.source=records", "eval.grounding.encoder=embedded:minilm",
+              "eval.grounding.encoder_patience=0")
     with pytest.raises(ConfigError, match="encoder_token_threshold: expected a probability .* found 1.5"):
         check("eval.method=grounding", "data.source=records", "eval.grounding.encoder_token_threshold=1.5")
     with pytest.raises(ConfigError, match=r"data.only_folds=\[0\] picks the folds train/sft.py trains; eval/run.py"):

@@ -413,6 +413,35 @@ def test_with_an_encoder_a_training_unit_reads_the_encoder_that_never_saw_its_so
     assert sum(model.predict(r)["label"] == r["label"] for r in test) >= 6
 
 
+def test_with_patience_each_encoder_stops_on_units_of_the_half_it_never_trains_on(tiny_unit_encoder, tmp_path,
+                                                                                  monkeypatch):
+    import eval.baselines.grounding as grounding
+    from data_builders.folds import source_key
+
+    read = {}
+    examples = grounding.encoder_examples
+
+    def recording(records, config, desc):
+        read[desc] = {source_key(r) for r in records}
+        return examples(records, config, desc)
+
+    monkeypatch.setattr(grounding, "encoder_examples", recording)
+    config = GroundingConfig(encoder=str(tiny_unit_encoder), encoder_epochs=3.0, encoder_lr=1e-3, encoder_patience=1)
+    train = synthetic(24, 0)
+    model = fit(train, config)
+    for i, half in enumerate(grounding.source_halves(train)):
+        trained, stopped_on = (read[f"unit encoder {i + 1} of 2: {what}"] for what in ("its units and their evidence",
+                                                                                          "early stopping's units"))
+        assert trained <= half and stopped_on and not stopped_on & half
+    for curve in (e.curve for e in model.encoders):
+        figures = [figure for _, figure in curve]
+        assert len(figures) in (3, figures.index(max(figures)) + 2) and all(0 <= f <= 1 for f in figures)
+    model.save(tmp_path / "grounding.json", {})
+    saved = json.loads((tmp_path / "grounding.json").read_text())["encoder"]
+    assert saved["patience"] == 1 and saved["curves"] == [[list(point) for point in e.curve] for e in model.encoders]
+    assert grounding.GroundingModel.load(tmp_path / "grounding.json").config.encoder_patience == 1
+
+
 def test_token_spans_are_the_tokens_its_head_marks_in_the_marked_units_or_anywhere(tiny_unit_encoder, tmp_path):
     from dataclasses import replace
 

@@ -3,7 +3,7 @@ learns which of them lie in a hallucinated span, and gives the unit its highest 
 import pytest
 import torch
 
-from models.unit_encoder import EncoderTraining, UnitEncoder, fit_unit_encoder, unit_logits
+from models.unit_encoder import EncoderTraining, UnitEncoder, Validation, fit_unit_encoder, unit_logits
 
 PAIRS = [("Ada wrote notes in 1843.", "Ada Lovelace wrote her notes in 1843 ..."),
          ("Babbage built it in 1901.", "Babbage designed the engine in 1837 ...")]
@@ -57,3 +57,20 @@ def test_token_readings_are_the_unit_tokens_in_the_units_own_characters_and_the_
     assert [logit for row in rows for _, _, logit in row] == pytest.approx(per_token.tolist(), abs=1e-5)
     for (unit, _), row in zip(PAIRS, rows):
         assert "".join(unit[a:b] for a, b, _ in row) == unit.replace(" ", "")
+
+
+def test_early_stopping_keeps_the_best_epochs_weights_and_stops_after_its_patience(tiny_unit_encoder):
+    # the validation pairs say the opposite of the training ones: the better the encoder learns, the worse it reads
+    # them, so the figure peaks early and training stops `patience` epochs later
+    pairs, spans = PAIRS * 8, SPANS * 8
+    validation = Validation(PAIRS * 2, [[(19, 23)], []] * 2)          # "1843" hallucinated, "1901" supported
+    training = EncoderTraining(epochs=12, lr=1e-3, max_len=64, batch_size=4, head="token", patience=2)
+    model = fit_unit_encoder(str(tiny_unit_encoder), pairs, spans, training, seed=0, validation=validation)
+    figures = [figure for _, figure in model.curve]
+    best = max(range(len(figures)), key=figures.__getitem__)
+    assert len(figures) == best + 1 + 2 < 12 and [epoch for epoch, _ in model.curve] == list(range(1, len(figures) + 1))
+    assert not model.training and validation.roc_auc(model) == pytest.approx(figures[best], abs=1e-6)
+    assert not model.training                                 # reading the validation pairs leaves its mode alone
+    plain = fit_unit_encoder(str(tiny_unit_encoder), pairs, spans, EncoderTraining(epochs=2, lr=1e-3, max_len=64,
+                                                                                   batch_size=4, head="token"), seed=0)
+    assert plain.curve == []                                  # without patience, no validation pass at all

@@ -248,34 +248,53 @@ def encoder_parts(train: list[dict], config: GroundingConfig) -> list[list[dict]
 Encoders = tuple[list, dict[str, list[float]]]   # the two fitted unit encoders; each training record's held-out logits
 
 
+VALIDATION_RECORDS = 400    # early stopping reads at most this many records of the other half, sampled once
+
+
 def fit_unit_encoders(train: list[dict], config: GroundingConfig) -> Encoders:
     """Two unit encoders, each fine-tuned on the units of one part of the training records (`encoder_parts`), and
     each training record's unit logits from the encoder that never saw its part: a training unit's feature is then
     what a test unit's is (read by encoders that saw none of its source), not a memorised label. Test units read
-    the two's mean."""
+    the two's mean. With `encoder_patience`, each stops early on a sample of the other part's units."""
     from models.builders import resolve_model_path
     from models.unit_encoder import EncoderTraining, fit_unit_encoder, unit_logits
 
     parts = encoder_parts(train, config)
     training = EncoderTraining(config.encoder_epochs, config.encoder_lr, config.encoder_max_len,
-                               head=str(config.encoder_head))
+                               head=str(config.encoder_head), patience=config.encoder_patience)
     path = resolve_model_path(config.encoder, key="eval.grounding.encoder")
     encoders = []
-    for i, part in enumerate(parts):
-        pairs, spans, unlocated = [], [], 0
-        for rec in progress(part + encoder_twins(part, config, i),
-                            desc=f"unit encoder {i + 1} of 2: its units and their evidence"):
-            pairs += unit_pairs(rec, config)
-            spans += encoder_spans(rec, sentences(rec, config)[0], config)
-            unlocated += rec["label"] == 1 and not located(rec, config)
-        if unlocated:
-            log.info("unit encoder %d of 2: %d hallucinated responses have no spans; each of their units is labelled "
-                     "hallucinated", i + 1, unlocated)
-        encoders.append(fit_unit_encoder(path, pairs, spans, training, seed=i, desc=f"unit encoder {i + 1} of 2"))
+    for i, (part, other) in enumerate(zip(parts, reversed(parts))):
+        pairs, spans = encoder_examples(part + encoder_twins(part, config, i), config,
+                                        f"unit encoder {i + 1} of 2: its units and their evidence")
+        encoders.append(fit_unit_encoder(path, pairs, spans, training, seed=i, desc=f"unit encoder {i + 1} of 2",
+                                         validation=config.encoder_patience and validation_units(other, config, i)))
     held_out = {rec["id"]: unit_logits([encoder], unit_pairs(rec, config))
                 for encoder, other in zip(encoders, reversed(parts))
                 for rec in progress(other, desc="unit encoders: the other half's logits")}
     return encoders, held_out
+
+
+def encoder_examples(records: list[dict], config: GroundingConfig, desc: str) -> tuple[list, list]:
+    """The (unit, evidence) pairs of the records and each unit's hallucinated spans, as the encoders learn them."""
+    pairs, spans, unlocated = [], [], 0
+    for rec in progress(records, desc=desc):
+        pairs += unit_pairs(rec, config)
+        spans += encoder_spans(rec, sentences(rec, config)[0], config)
+        unlocated += rec["label"] == 1 and not located(rec, config)
+    if unlocated:
+        log.info("%s: %d hallucinated responses have no spans; each of their units is labelled hallucinated",
+                 desc, unlocated)
+    return pairs, spans
+
+
+def validation_units(other: list[dict], config: GroundingConfig, seed: int):
+    """What early stopping reads: the units of at most `VALIDATION_RECORDS` records of the part the encoder never
+    trains on (no twins), sampled with the encoder's seed."""
+    from models.unit_encoder import Validation
+
+    sample = random.Random(seed).sample(other, min(len(other), VALIDATION_RECORDS))
+    return Validation(*encoder_examples(sample, config, f"unit encoder {seed + 1} of 2: early stopping's units"))
 
 
 def encoder_twins(part: list[dict], config: GroundingConfig, seed: int) -> list[dict]:
@@ -523,6 +542,7 @@ class GroundingModel:
                     "max_len": self.config.encoder_max_len, "head": str(self.config.encoder_head),
                     "edited_spans": self.config.encoder_edited_spans, "dirs": list(ENCODER_DIRS[:len(self.encoders)]),
                     "token_spans": str(self.config.encoder_token_spans),
+                    "patience": self.config.encoder_patience, "curves": [e.curve for e in self.encoders],
                     "fitted": f"each on the units of half the train {self.encoder_halves()}; a training unit's "
                               "logit from the other"},
                 **{part: {**vars(getattr(self, part)), "features": names[part]} if getattr(self, part) else None
@@ -545,7 +565,8 @@ class GroundingModel:
                                      "encoder_max_len": encoder["max_len"],
                                      "encoder_head": EncoderHead(encoder.get("head", "unit")),
                                      "encoder_edited_spans": encoder.get("edited_spans", False),
-                                     "encoder_token_spans": TokenSpans(encoder.get("token_spans", "whole_units"))}
+                                     "encoder_token_spans": TokenSpans(encoder.get("token_spans", "whole_units")),
+                                     "encoder_patience": encoder.get("patience")}
                                     if encoder else {}))
         odds = body["word_odds"]
         model = cls(body["task_types"], config, threshold=body["threshold"], span_threshold=body["span_threshold"],
