@@ -22,8 +22,10 @@ FOLDS_REPORT = "folds_report.txt"
 
 
 def fold_config(cfg: SFTConfig, run_dir: Path, i: int) -> SFTConfig:
-    """The config of fold i: an ordinary records run in <run_dir>/fold_<i>."""
+    """The config of fold i: an ordinary records run in <run_dir>/fold_<i>. It writes no export: `eval.export` is
+    the model fitted on every record after the folds (`eval/harness.py::run_eval_folds`), not a fold's."""
     return with_changes(cfg, {"data": {"folds": 0, "root": str(run_dir / "folds" / f"fold_{i}")},
+                                 "eval": {"export": None},
                                  "output_dir": str(run_dir / f"fold_{i}"),
                                  "logger": {"group": cfg.logger.group or run_dir.name}})
 
