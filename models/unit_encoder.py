@@ -182,22 +182,23 @@ class EarlyStopping:
     def __init__(self, validation: Validation, patience: int, desc: str):
         self.validation, self.patience, self.desc = validation, patience, desc
         self.curve: list[tuple[float, float]] = []        # (epochs trained, validation ROC AUC)
-        self.best: tuple[float, dict[str, torch.Tensor]] | None = None
+        self.best = 0                                     # the curve's index of the best epoch
+        self.best_weights: dict[str, torch.Tensor] | None = None
 
     def stop(self, model: UnitEncoder, steps: int, per_epoch: int) -> bool:
         figure = self.validation.roc_auc(model)
         self.curve.append((round(steps / per_epoch, 2), figure))
         print(f"{self.desc}: epoch {self.curve[-1][0]:g}, validation ROC AUC {figure:.4f} "
               f"({len(self.validation.pairs):,} pairs it never trains on)", flush=True)
-        if self.best is None or figure > self.best[0]:
-            self.best = (figure, {k: v.detach().clone() for k, v in model.state_dict().items()})
-        epochs_since = len(self.curve) - 1 - max(range(len(self.curve)), key=lambda i: self.curve[i][1])
-        return epochs_since >= self.patience
+        if self.best_weights is None or figure > self.curve[self.best][1]:
+            self.best = len(self.curve) - 1
+            self.best_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        return len(self.curve) - 1 - self.best >= self.patience
 
     def restore(self, model: UnitEncoder) -> None:
         """The best epoch's weights back in `model`, and the curve on it."""
-        if self.best is not None:
-            model.load_state_dict(self.best[1])
+        if self.best_weights is not None:
+            model.load_state_dict(self.best_weights)
         model.curve = self.curve
 
 
