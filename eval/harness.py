@@ -108,6 +108,7 @@ def _export_fitted_on_every_record(method: PredictorConfig, export: str, folded:
     _export(export, method.task, fitted / "grounding.json", whole["train"],
             f"every record of {folded.root} ({folded.folds} folds measured it), {len(whole['val'])} of them held "
             "out to choose its thresholds", report)
+    predictor.discard_checkpoints()
 
 
 def _export(export: str, task: TaskConfig, fitted: Path, records: list[dict], how: str, held_out: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -60,6 +61,7 @@ from models.kinds import kind_of
 
 logger = logging.getLogger(__name__)
 
+ENCODER_CHECKPOINTS = "encoder_checkpoints"   # in a grounding run's output_dir while its unit encoders train
 KEYWORD_RECORDS = 64        # UHGEval items judged together (about 270 keyword prompts), then written
 
 
@@ -362,6 +364,7 @@ class GroundingPredictor:
                  fold_by: str = "source"):
         self.grounding, self.inference, self.data_root, self.fold_by = grounding, inference, data_root, fold_by
         self.choice: dict | None = None     # with eval.grounding.choose_among: what was chosen, and why
+        self.checkpoints: Path | None = None     # where the unit encoders save their training (`prepare`'s out)
 
     @classmethod
     def from_config(cls, c: PredictorConfig) -> GroundingPredictor:
@@ -369,6 +372,7 @@ class GroundingPredictor:
 
     def prepare(self, splits: dict[str, list[dict]], out: Path) -> None:
         train = train_split(splits, self.data_root, "eval.method=grounding")
+        self.checkpoints = out / ENCODER_CHECKPOINTS
         if self.grounding.choose_among:
             self._choose(splits, train)
         g = self.grounding
@@ -412,10 +416,11 @@ class GroundingPredictor:
 
         g = self.grounding
         if not g.cross_fit_by:
-            model, val = fit(train, g), self.inference.validation(splits)
+            encoders = fit_unit_encoders(train, g, self.checkpoints) if g.encoder else None
+            model, val = fit(train, g, encoders), self.inference.validation(splits)
             return model, len(train), val, {r["id"]: model.scores(r) for r in val}, "validation split"
         both = train + (splits.get("val") or [])
-        encoders = fit_unit_encoders(both, g) if g.encoder else None     # once: the inner fits share them
+        encoders = fit_unit_encoders(both, g, self.checkpoints) if g.encoder else None   # the inner fits share them
         return (fit(both, g, encoders), len(both), both, cross_fitted_scores(both, g, g.cross_fit_by, encoders),
                 f"train and val splits cross-fitted by {g.cross_fit_by}")
 
@@ -459,6 +464,13 @@ class GroundingPredictor:
     def predict(self, records: list[dict], write: Write) -> None:
         for rec in progress(records, desc="grounding"):
             write(self.model.predict(rec))
+        self.discard_checkpoints()
+
+    def discard_checkpoints(self) -> None:
+        """The unit encoders' training checkpoints, once nothing is left to resume: the fitted encoders lie
+        beside grounding.json."""
+        if self.checkpoints:
+            shutil.rmtree(self.checkpoints, ignore_errors=True)
 
 
 PREDICTORS = {"annotator": AnnotatorPredictor, "rag": RagPredictor, "nli": NliPredictor,

@@ -11,9 +11,13 @@ encoder's own `from_pretrained` directory plus `head.safetensors`: nothing that 
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import os
 import random
-from dataclasses import dataclass
+import shutil
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -136,43 +140,42 @@ def positive_share(model: UnitEncoder, pairs: list[tuple[str, str]], spans: list
 
 
 def fit_unit_encoder(path: str, pairs: list[tuple[str, str]], spans: list[Spans], training: EncoderTraining,
-                     seed: int, desc: str = "unit encoder", validation: Validation | None = None) -> UnitEncoder:
+                     seed: int, desc: str = "unit encoder", validation: Validation | None = None,
+                     checkpoint: Path | None = None) -> UnitEncoder:
     """`path`'s encoder with a fresh head (`training.head`), fine-tuned on the pairs and their units'
     hallucinated spans (binary cross-entropy, the positives weighted by the negatives' share), in eval mode on
     return. With `validation` and `training.patience`, read after each epoch: training stops after `patience`
-    epochs without a better ROC AUC and the best epoch's weights are returned; `model.curve` holds the figures."""
+    epochs without a better ROC AUC and the best epoch's weights are returned; `model.curve` holds the figures.
+    With `checkpoint` (a directory), the state is saved there after each epoch and the finished encoder when done,
+    and a later call with the same arguments goes on from them (`Checkpoint`)."""
+    saved = Checkpoint(checkpoint, path, pairs, spans, training, seed, validation) if checkpoint else None
+    if saved and saved.finished():
+        print(f"{desc}: finished by an earlier run, read from {saved.directory}", flush=True)
+        return saved.load_finished(training)
     torch.manual_seed(seed)
     model = UnitEncoder(path, max_len=training.max_len, kind=training.head).train()
     positive = positive_share(model, pairs, spans, desc)
     pos_weight = torch.tensor((1 - positive) / positive)
     per_epoch = math.ceil(len(pairs) / training.batch_size)
     total = max(1, math.ceil(training.epochs * len(pairs) / training.batch_size))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=training.lr, weight_decay=0.01)
-    warmup = max(1, round(0.06 * total))
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) * (total - s) / total)
     stopping = EarlyStopping(validation, training.patience, desc) if validation and training.patience else None
-    order: list[int] = []
-    rng = random.Random(seed)
-    for step in progress(range(total), desc=desc):
-        if len(order) < training.batch_size:
-            fresh = list(range(len(pairs)))
-            rng.shuffle(fresh)
-            order += fresh
-        batch, order = order[:training.batch_size], order[training.batch_size:]
-        with torch.autocast("cpu", dtype=torch.bfloat16):     # the grounding annotator runs on CPU
-            logits = model([pairs[i] for i in batch], training=True).float()
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(
-            logits, model.targets([pairs[i] for i in batch], [spans[i] for i in batch]), pos_weight=pos_weight)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad()
+    run = TrainingState(model, training, total, stopping, random.Random(seed))
+    state = saved and saved.epoch_state()
+    if state:
+        run.restore(state)
+        print(f"{desc}: going on from step {run.step} of {total}, saved in {saved.directory}", flush=True)
+    for step in progress(range(run.step, total), desc=desc, initial=run.step, total=total):
+        batch = run.next_batch(len(pairs))
+        run.train_on([pairs[i] for i in batch], [spans[i] for i in batch], pos_weight)
         epoch_end = (step + 1) % per_epoch == 0 or step + 1 == total
         if stopping and epoch_end and stopping.stop(model, step + 1, per_epoch):
             break
+        if saved and epoch_end and step + 1 < total:
+            saved.save_epoch(run.state())
     if stopping:
         stopping.restore(model)
+    if saved:
+        saved.save_finished(model)
     return model.eval()
 
 
@@ -200,6 +203,106 @@ class EarlyStopping:
         if self.best_weights is not None:
             model.load_state_dict(self.best_weights)
         model.curve = self.curve
+
+
+class TrainingState:
+    """A unit encoder in training: AdamW (6% warmup, then linear decay to 0 at `total` steps), the steps taken, the
+    shuffled order of the pairs still to come, and what an epoch's checkpoint holds of them, of both random
+    generators (the shuffle's, dropout's) and of early stopping."""
+    def __init__(self, model: UnitEncoder, training: EncoderTraining, total: int, stopping: EarlyStopping | None,
+                 rng: random.Random):
+        self.model, self.batch_size, self.stopping, self.rng = model, training.batch_size, stopping, rng
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=training.lr, weight_decay=0.01)
+        warmup = max(1, round(0.06 * total))
+        self.schedule = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: min(1.0, (s + 1) / warmup) * (total - s) / total)
+        self.step, self.order = 0, []
+
+    def next_batch(self, pairs: int) -> list[int]:
+        if len(self.order) < self.batch_size:
+            fresh = list(range(pairs))
+            self.rng.shuffle(fresh)
+            self.order += fresh
+        batch, self.order = self.order[:self.batch_size], self.order[self.batch_size:]
+        return batch
+
+    def train_on(self, pairs: list[tuple[str, str]], spans: list[Spans], pos_weight: torch.Tensor) -> None:
+        """One step: binary cross-entropy of the logits against the targets, the positives weighted."""
+        with torch.autocast("cpu", dtype=torch.bfloat16):     # the grounding annotator runs on CPU
+            logits = self.model(pairs, training=True).float()
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, self.model.targets(pairs, spans),
+                                                                    pos_weight=pos_weight)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        self.schedule.step()
+        self.optimizer.zero_grad()
+        self.step += 1
+
+    def state(self) -> dict:
+        stopping = self.stopping and {"curve": self.stopping.curve, "best": self.stopping.best,
+                                      "best_weights": self.stopping.best_weights}
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "schedule": self.schedule.state_dict(), "step": self.step, "order": self.order,
+                "rng": self.rng.getstate(), "torch_rng": torch.get_rng_state(), "stopping": stopping}
+
+    def restore(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.step, self.order = state["step"], list(state["order"])
+        self.rng.setstate(state["rng"])
+        torch.set_rng_state(state["torch_rng"])
+        stopping = state["stopping"]
+        if self.stopping and stopping:
+            self.stopping.curve = [tuple(c) for c in stopping["curve"]]
+            self.stopping.best, self.stopping.best_weights = stopping["best"], stopping["best_weights"]
+
+
+class Checkpoint:
+    """A unit encoder's training saved in `directory`, so that a stopped run goes on where it was: `epoch.pt`
+    after each epoch (read back with `weights_only`: tensors and numbers, no code runs) and the finished encoder
+    in `finished/`. Both belong to a fingerprint of the pairs, the spans and the settings; a directory holding
+    another training's is cleared."""
+    EPOCH, FINISHED, STAMP = "epoch.pt", "finished", "fingerprint.json"
+
+    def __init__(self, directory: Path, path: str, pairs: list[tuple[str, str]], spans: list[Spans],
+                 training: EncoderTraining, seed: int, validation: Validation | None):
+        self.directory = Path(directory)
+        what = [str(path), asdict(training), seed, pairs, spans, validation and [validation.pairs, validation.spans]]
+        digest = hashlib.sha256(json.dumps(what).encode()).hexdigest()
+        stamp = self.directory / self.STAMP
+        if stamp.exists() and json.loads(stamp.read_text()).get("sha256") != digest:
+            print(f"{self.directory}: saved for other pairs or settings; training afresh", flush=True)
+            shutil.rmtree(self.directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(json.dumps({"sha256": digest}))
+
+    def finished(self) -> bool:
+        return (self.directory / self.FINISHED / HEAD_FILE).exists()
+
+    def load_finished(self, training: EncoderTraining) -> UnitEncoder:
+        model = UnitEncoder.load(self.directory / self.FINISHED, training.max_len, training.head)
+        curve = json.loads((self.directory / self.FINISHED / "curve.json").read_text())
+        model.curve = [tuple(point) for point in curve]
+        return model
+
+    def epoch_state(self) -> dict | None:
+        saved = self.directory / self.EPOCH
+        return torch.load(saved, weights_only=True) if saved.exists() else None
+
+    def save_epoch(self, state: dict) -> None:
+        partial = self.directory / f"{self.EPOCH}.partial"
+        torch.save(state, partial)
+        os.replace(partial, self.directory / self.EPOCH)       # a run killed while saving keeps the last epoch
+
+    def save_finished(self, model: UnitEncoder) -> None:
+        partial = self.directory / f"{self.FINISHED}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        model.save(partial)
+        (partial / "curve.json").write_text(json.dumps(model.curve))
+        os.replace(partial, self.directory / self.FINISHED)
+        (self.directory / self.EPOCH).unlink(missing_ok=True)
 
 
 def highest_unit_token(logits: torch.Tensor, in_unit: torch.Tensor) -> torch.Tensor:

@@ -385,14 +385,19 @@ def test_eval_run_refuses_grounding_on_built_records_and_folds_for_an_annotator(
     assert done.returncode != 0 and "a fold's export is scored with data.folds=0" in done.stderr
 
 
-def test_with_an_encoder_a_training_unit_reads_the_encoder_that_never_saw_its_source(tiny_unit_encoder, tmp_path):
+def test_with_an_encoder_a_training_unit_reads_the_encoder_that_never_saw_its_source(tiny_unit_encoder, tmp_path,
+                                                                                     capsys):
     from data_builders.folds import source_key
     from eval.baselines.grounding import ENCODER_FEATURES, GroundingModel, fit_unit_encoders, source_halves, unit_pairs
     from models.unit_encoder import unit_logits
 
     config = GroundingConfig(encoder=str(tiny_unit_encoder), encoder_epochs=2.0, encoder_lr=1e-3)
     train = synthetic(24, 0)
-    encoders, held_out = fit_unit_encoders(train, config)
+    encoders, held_out = fit_unit_encoders(train, config, tmp_path / "checkpoints")
+    assert sorted(d.name for d in (tmp_path / "checkpoints").iterdir()) == ["encoder_1", "encoder_2"]
+    capsys.readouterr()
+    assert fit_unit_encoders(train, config, tmp_path / "checkpoints")[1] == held_out   # read back, not fitted again
+    assert capsys.readouterr().out.count("finished by an earlier run") == 2
     halves = source_halves(train)
     assert len(encoders) == 2 and set(held_out) == {r["id"] for r in train} and all(halves)
     for rec in train:

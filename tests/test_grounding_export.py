@@ -87,6 +87,7 @@ def test_an_export_with_a_fine_tuned_unit_encoder_annotates_as_the_run_scored(tm
     assert "encoder_logit" in body["sentence"]["features"]
     card = (export / "README.md").read_text()
     assert f"unit encoder fine-tuned from `{tiny_unit_encoder}` (2 halves, {head} head" in card
+    assert not (tmp_path / "run" / "encoder_checkpoints").exists()     # the encoders' training ended with the run
     predictions = [json.loads(line) for line in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()]
     _same_as_the_run(_annotate(export, test, tmp_path / "out.jsonl"), predictions, test)
 

@@ -74,3 +74,40 @@ def test_early_stopping_keeps_the_best_epochs_weights_and_stops_after_its_patien
     plain = fit_unit_encoder(str(tiny_unit_encoder), pairs, spans, EncoderTraining(epochs=2, lr=1e-3, max_len=64,
                                                                                    batch_size=4, head="token"), seed=0)
     assert plain.curve == []                                  # without patience, no validation pass at all
+
+
+def test_a_stopped_training_goes_on_from_its_last_epoch_and_ends_where_an_unstopped_one_does(tiny_unit_encoder,
+                                                                                              tmp_path, monkeypatch):
+    from models import unit_encoder
+
+    pairs, spans = PAIRS * 8, SPANS * 8
+    validation = Validation(PAIRS * 2, SPANS * 2)
+    training = EncoderTraining(epochs=3, lr=1e-3, max_len=64, batch_size=4, head="token", patience=5)
+    unstopped = fit_unit_encoder(str(tiny_unit_encoder), pairs, spans, training, seed=0, validation=validation)
+
+    save_epoch = unit_encoder.Checkpoint.save_epoch
+
+    def save_then_stop(self, state):             # the run is killed right after its first epoch is saved
+        save_epoch(self, state)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(unit_encoder.Checkpoint, "save_epoch", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        fit_unit_encoder(str(tiny_unit_encoder), pairs, spans, training, seed=0, validation=validation,
+                         checkpoint=tmp_path / "encoder")
+    monkeypatch.undo()
+    assert (tmp_path / "encoder" / "epoch.pt").exists() and not (tmp_path / "encoder" / "finished").exists()
+    torch.manual_seed(123)                        # the resumed run's dropout comes from the checkpoint, not from here
+    resumed = fit_unit_encoder(str(tiny_unit_encoder), pairs, spans, training, seed=0, validation=validation,
+                               checkpoint=tmp_path / "encoder")
+    assert [e for e, _ in resumed.curve] == [e for e, _ in unstopped.curve] == [1, 2, 3]
+    assert [f for _, f in resumed.curve] == pytest.approx([f for _, f in unstopped.curve], abs=1e-6)
+    for (name, a), b in zip(unstopped.state_dict().items(), resumed.state_dict().values()):
+        assert torch.allclose(a, b, atol=1e-6), name
+    assert not (tmp_path / "encoder" / "epoch.pt").exists()        # the finished encoder replaces the epoch's state
+
+    again = fit_unit_encoder(str(tiny_unit_encoder), pairs, spans, training, seed=0, validation=validation,
+                             checkpoint=tmp_path / "encoder")
+    assert again.curve == resumed.curve and unit_logits([again], PAIRS) == unit_logits([resumed], PAIRS)
+    other = EncoderTraining(epochs=1, lr=1e-3, max_len=64, batch_size=4, head="token")
+    fresh = fit_unit_encoder(str(tiny_unit_encoder), pairs, spans, other, seed=0, checkpoint=tmp_path / "encoder")
+    assert fresh.curve == [] and unit_logits([fresh], PAIRS) != unit_logits([resumed], PAIRS)

@@ -251,11 +251,12 @@ Encoders = tuple[list, dict[str, list[float]]]   # the two fitted unit encoders;
 VALIDATION_RECORDS = 400    # early stopping reads at most this many records of the other half, sampled once
 
 
-def fit_unit_encoders(train: list[dict], config: GroundingConfig) -> Encoders:
+def fit_unit_encoders(train: list[dict], config: GroundingConfig, checkpoints: Path | None = None) -> Encoders:
     """Two unit encoders, each fine-tuned on the units of one part of the training records (`encoder_parts`), and
     each training record's unit logits from the encoder that never saw its part: a training unit's feature is then
     what a test unit's is (read by encoders that saw none of its source), not a memorised label. Test units read
-    the two's mean. With `encoder_patience`, each stops early on a sample of the other part's units."""
+    the two's mean. With `encoder_patience`, each stops early on a sample of the other part's units. With
+    `checkpoints`, each saves its training there after each epoch, and a stopped run goes on from it."""
     from models.builders import resolve_model_path
     from models.unit_encoder import EncoderTraining, fit_unit_encoder, unit_logits
 
@@ -268,7 +269,8 @@ def fit_unit_encoders(train: list[dict], config: GroundingConfig) -> Encoders:
         pairs, spans = encoder_examples(part + encoder_twins(part, config, i), config,
                                         f"unit encoder {i + 1} of 2: its units and their evidence")
         encoders.append(fit_unit_encoder(path, pairs, spans, training, seed=i, desc=f"unit encoder {i + 1} of 2",
-                                         validation=config.encoder_patience and validation_units(other, config, i)))
+                                         validation=config.encoder_patience and validation_units(other, config, i),
+                                         checkpoint=checkpoints and checkpoints / f"encoder_{i + 1}"))
     held_out = {rec["id"]: unit_logits([encoder], unit_pairs(rec, config))
                 for encoder, other in zip(encoders, reversed(parts))
                 for rec in progress(other, desc="unit encoders: the other half's logits")}
