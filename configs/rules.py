@@ -111,9 +111,6 @@ def check_evaluation(evaluation: EvalConfig, data: DataConfig, task: TaskConfig)
     if g.encoder_token_spans != TokenSpans.whole_units and g.encoder_head != EncoderHead.token:
         raise ConfigError(f"eval.grounding.encoder_token_spans={g.encoder_token_spans} marks the tokens the token head "
                           f"marks: it needs eval.grounding.encoder_head=token, found {g.encoder_head}")
-    if g.encoder_token_threshold is None and g.cross_fit_by:
-        raise ConfigError(f"eval.grounding.encoder_token_threshold=null chooses the token threshold on the validation "
-                          f"responses, and with cross_fit_by={g.cross_fit_by} the encoders train on them: set it")
     if g.encoder_token_threshold is not None and not 0 < g.encoder_token_threshold < 1:
         raise ConfigError(f"eval.grounding.encoder_token_threshold: expected a probability between 0 and 1 (or null: "
                           f"chosen on validation), found {g.encoder_token_threshold}")

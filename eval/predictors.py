@@ -439,17 +439,21 @@ class GroundingPredictor:
                                  objective=objective.upper(), chosen_on=chosen_on)
 
     def _token_threshold(self, model, val: list[dict], scored: dict, chosen_on: str) -> Threshold:
-        """Configured (0.5: a positive logit), else chosen on the validation responses' token runs for character F1."""
+        """Configured (0.5: a positive logit), else chosen on the validation responses' token runs for character F1;
+        cross-fitted, each response's tokens read by the encoder that never saw it."""
+        from eval.baselines.grounding import held_out_readers
+
         if self.grounding.encoder_token_spans == TokenSpans.whole_units:
             return Threshold(DEFAULT, "unused: encoder_token_spans=whole_units, whole units are marked")
         located = [r for r in val if r.get("spans")]
         if self.grounding.encoder_token_threshold is None and not located:
             return Threshold(DEFAULT, "default: no validation response has gold spans to choose it on")
+        readers = held_out_readers(val, self.grounding, model.encoders) if self.grounding.cross_fit_by else {}
         return resolve_threshold(
             self.grounding.encoder_token_threshold, None, located, None, what="hallucinated responses",
             objective="character F1", chosen_on=chosen_on,
-            choose=lambda recs: choose_run_threshold([model.token_runs(r, scored[r["id"]][1]) for r in recs],
-                                                     [gold_spans(r) for r in recs]))
+            choose=lambda recs: choose_run_threshold([model.token_runs(r, scored[r["id"]][1], readers.get(r["id"]))
+                                                      for r in recs], [gold_spans(r) for r in recs]))
 
     def _group_thresholds(self, model, val: list[dict], scored: dict) -> dict | None:
         """A response threshold per value of `eval.threshold_by` (RAGTruth's task types), chosen on the

@@ -57,10 +57,10 @@ def test_an_evaluation_config_is_refused_from_the_config_alone():
                                           "token, found unit"):
         check("eval.method=grounding", "data.source=records", "eval.grounding.encoder=embedded:minilm",
               "eval.grounding.encoder_token_spans=anywhere")
-    with pytest.raises(ConfigError, match="encoder_token_threshold=null chooses .* with cross_fit_by=meta.domain the "
-                                          "encoders train on them"):
-        check("eval.method=grounding", "data.source=records", "eval.grounding.cross_fit_by=meta.domain",
-              "eval.grounding.encoder_token_threshold=null")
+    # cross-fitted, a token threshold is chosen on responses the encoders trained on, each read by its unseen one
+    check("eval.method=grounding", "data.source=records", "eval.grounding.cross_fit_by=meta.domain",
+          "eval.grounding.encoder=embedded:minilm", "eval.grounding.encoder_head=token",
+          "eval.grounding.encoder_token_spans=in_marked_units", "eval.grounding.encoder_token_threshold=null")
     with pytest.raises(ConfigError, match="encoder_patience: expected the epochs without a better .* found 0"):
         check("eval.method=grounding", "data.source=records", "eval.grounding.encoder=embedded:minilm",
               "eval.grounding.encoder_patience=0")

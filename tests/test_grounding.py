@@ -2,6 +2,7 @@
 records, what it learns on a small synthetic set, `eval/run.py` cross-validating it in one launch (every
 record scored once, the fitted model and its thresholds written), and its bad input."""
 import json
+import math
 import random
 import subprocess
 import sys
@@ -479,6 +480,12 @@ def test_token_spans_are_the_tokens_its_head_marks_in_the_marked_units_or_anywhe
         assert all(any(a <= s and e <= b for a, b in units) for s, e in strict)   # a span never joins two units
         narrowed += row["spans"] != by_units["spans"]
     assert model.config.encoder_token_spans == TokenSpans.in_marked_units and narrowed
+    rec, first = synthetic(16, 1)[0], [model.encoders[0]]        # tokens read by one encoder (cross-fitted thresholds)
+    per_unit = model.predict(rec)["per_unit"]
+    alone = [1 / (1 + math.exp(-logit)) for toks in token_readings(first, unit_pairs(rec, model.config))[1]
+             for *_, logit in toks]
+    assert [p for run in anywhere.token_runs(rec, per_unit, first) for *_, p in run] == pytest.approx(alone, abs=1e-9)
+    assert [p for run in anywhere.token_runs(rec, per_unit) for *_, p in run] != pytest.approx(alone, abs=1e-6)
 
 
 def test_without_gold_spans_anywhere_reads_the_token_head_on_every_unit(tiny_unit_encoder):
@@ -516,8 +523,10 @@ def test_with_an_encoder_cross_fit_by_fits_two_encoders_on_halves_of_the_domains
                                                                                   monkeypatch):
     """A training unit's logit comes from the encoder that never saw its domain, as a left-out domain's does, and
     the inner fits that choose the threshold refit the regressions only."""
+    from dataclasses import replace
+
     import models.unit_encoder
-    from eval.baselines.grounding import encoder_parts, fit_unit_encoders, unit_pairs
+    from eval.baselines.grounding import GroundingModel, encoder_parts, fit_unit_encoders, held_out_readers, unit_pairs
     from eval.predictors import GroundingPredictor, Inference
     from models.unit_encoder import unit_logits
 
@@ -527,9 +536,11 @@ def test_with_an_encoder_cross_fit_by_fits_two_encoders_on_halves_of_the_domains
     assert domains == [{"chat", "talk"}, {"news"}]
     encoders = fit_unit_encoders(records, config)
     scored = cross_fitted_scores(records, config, "meta.domain", encoders)
+    readers = held_out_readers(records, config, encoders[0])          # what reads its tokens for a token threshold
     for rec in records[::5]:
         unseen = encoders[0][0 if rec["meta"]["domain"] in domains[1] else 1]
         assert encoders[1][rec["id"]] == unit_logits([unseen], unit_pairs(rec, config))
+        assert readers[rec["id"]] == [unseen]
         inner = fit([r for r in records if r["meta"]["domain"] != rec["meta"]["domain"]], config, encoders)
         inner.held_out_logits = encoders[1]
         assert scored[rec["id"]][0] == pytest.approx(inner.scores(rec)[0])
@@ -545,6 +556,16 @@ def test_with_an_encoder_cross_fit_by_fits_two_encoders_on_halves_of_the_domains
     assert saved["threshold_source"] == "train and val splits cross-fitted by meta.domain, 36 responses"
     with pytest.raises(GroundingError, match=r"halves of its values: found \['news'\]"):
         fit_unit_encoders(records[:12], config)
+
+    read_by = []                                  # a token threshold chosen on them reads each by its unseen encoder
+    runs = GroundingModel.token_runs
+    monkeypatch.setattr(GroundingModel, "token_runs",
+                        lambda self, rec, per_unit, encoders=None: read_by.append(encoders) or runs(self, rec, per_unit,
+                                                                                                      encoders))
+    token = replace(config, encoder_head=EncoderHead.token, encoder_token_spans=TokenSpans.in_marked_units,
+                    encoder_token_threshold=None)
+    GroundingPredictor(token, Inference()).prepare({"train": records[:24], "val": records[24:]}, tmp_path / "token")
+    assert read_by and all(encoders is not None and len(encoders) == 1 for encoders in read_by)
 
 
 def test_a_token_threshold_left_to_choose_without_gold_spans_stays_at_its_default_and_says_why():

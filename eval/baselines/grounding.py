@@ -277,6 +277,13 @@ def fit_unit_encoders(train: list[dict], config: GroundingConfig, checkpoints: P
     return encoders, held_out
 
 
+def held_out_readers(records: list[dict], config: GroundingConfig, encoders: list) -> dict[str, list]:
+    """Each of the records the encoders were fitted on (`fit_unit_encoders`), with the one encoder that never saw
+    it: what reads its tokens when a token threshold is chosen on them (cross-fitted)."""
+    parts = encoder_parts(records, config)
+    return {rec["id"]: [encoders[1 - i]] for i, part in enumerate(parts) for rec in part}
+
+
 def encoder_examples(records: list[dict], config: GroundingConfig, desc: str) -> tuple[list, list]:
     """The (unit, evidence) pairs of the records and each unit's hallucinated spans, as the encoders learn them."""
     pairs, spans, unlocated = [], [], 0
@@ -464,14 +471,16 @@ class GroundingModel:
             return unit_logits(self.encoders, unit_pairs(rec, self.config))
         return self._token_readings(rec)[0]
 
-    def _token_readings(self, rec: dict) -> tuple[list[float], list[list[tuple[int, int, float]]]]:
-        """The token heads' reading of the record's units, kept for the last record read: `scores` and
-        `marked_spans` share one pass of the encoders."""
+    def _token_readings(self, rec: dict, encoders: list | None = None
+                        ) -> tuple[list[float], list[list[tuple[int, int, float]]]]:
+        """The token heads' reading of the record's units (by `encoders`, else the model's), kept for the last
+        record read: `scores` and `marked_spans` share one pass of the encoders."""
         from models.unit_encoder import token_readings
 
-        key = (rec["id"], hash(rec["source"]), hash(rec["response"]), *map(id, self.encoders))
+        encoders = encoders or self.encoders
+        key = (rec["id"], hash(rec["source"]), hash(rec["response"]), *map(id, encoders))
         if self.last_read is None or self.last_read[0] != key:
-            self.last_read = (key, token_readings(self.encoders, unit_pairs(rec, self.config)))
+            self.last_read = (key, token_readings(encoders, unit_pairs(rec, self.config)))
         return self.last_read[1]
 
     def scores(self, rec: dict) -> tuple[float, list[list]]:
@@ -503,14 +512,15 @@ class GroundingModel:
             return flagged_spans(per_unit, self.span_threshold)
         return [span for run in self.token_runs(rec, per_unit) for span in flagged_spans(run, self.token_threshold)]
 
-    def token_runs(self, rec: dict, per_unit: list[list]) -> list[list[list]]:
-        """[start, end, probability] of the token heads' tokens (the sigmoid of their mean logit), a list per unit
-        read: the units that reach the span threshold (in_marked_units), or every unit (anywhere)."""
+    def token_runs(self, rec: dict, per_unit: list[list], encoders: list | None = None) -> list[list[list]]:
+        """[start, end, probability] of the token heads' tokens (the sigmoid of their mean logit; `encoders`', else
+        the model's), a list per unit read: the units that reach the span threshold (in_marked_units), or every
+        unit (anywhere)."""
         units = sentences(rec, self.config)[0]
         read = ([True] * len(units) if self.config.encoder_token_spans == TokenSpans.anywhere else
                 [is_hallucinated(q, self.span_threshold) for *_, q in per_unit])
         return [[[unit.span[0] + a, unit.span[0] + b, 0.5 * (1 + math.tanh(logit / 2))] for a, b, logit in tokens]
-                for unit, keep, tokens in zip(units, read, self._token_readings(rec)[1]) if keep]
+                for unit, keep, tokens in zip(units, read, self._token_readings(rec, encoders)[1]) if keep]
 
     def encoder_halves(self) -> str:
         by = self.config.cross_fit_by
