@@ -11,6 +11,7 @@ from configs.schema import (
     CurriculumConfig,
     DataConfig,
     EvalConfig,
+    GroundingConfig,
     ModelConfig,
     OptimConfig,
     ParallelConfig,
@@ -101,14 +102,16 @@ def check_evaluation(evaluation: EvalConfig, data: DataConfig, task: TaskConfig)
                           "eval.grounding.choose_among fits once per candidate and inner fold: unset one of them")
     encoder_only = {"encoder_twins": g.encoder_twins, "encoder_head": g.encoder_head != EncoderHead.unit,
                     "encoder_edited_spans": g.encoder_edited_spans, "encoder_patience": g.encoder_patience is not None}
+    if g.encoder_fitted:
+        _check_fitted_encoder(g, encoder_only)
     for key, set_ in encoder_only.items():
-        if set_ and not g.encoder:
+        if set_ and not g.encoder and not g.encoder_fitted:
             raise ConfigError(f"eval.grounding.{key}={getattr(g, key)} shapes how the unit encoder learns: it needs "
                               "eval.grounding.encoder (embedded:minilm, say), found none")
     if g.encoder_patience is not None and g.encoder_patience < 1:
         raise ConfigError(f"eval.grounding.encoder_patience: expected the epochs without a better validation figure "
                           f"before stopping, at least 1 (or null: no early stopping), found {g.encoder_patience}")
-    if g.encoder_token_spans != TokenSpans.whole_units and g.encoder_head != EncoderHead.token:
+    if g.encoder_token_spans != TokenSpans.whole_units and g.encoder_head != EncoderHead.token and not g.encoder_fitted:
         raise ConfigError(f"eval.grounding.encoder_token_spans={g.encoder_token_spans} marks the tokens the token head "
                           f"marks: it needs eval.grounding.encoder_head=token, found {g.encoder_head}")
     if g.encoder_token_threshold is not None and not 0 < g.encoder_token_threshold < 1:
@@ -160,6 +163,18 @@ def check_task(task: TaskConfig) -> None:
     if task.response_lm and task.kind != TaskKind.generative:
         raise ConfigError(f"task.response_lm=true trains the LM head on the response: it needs task.kind=generative, "
                           f"found {task.kind!r}")
+
+
+def _check_fitted_encoder(g: GroundingConfig, encoder_only: dict[str, bool]) -> None:
+    """eval.grounding.encoder_fitted reads encoders fitted elsewhere: nothing here may say how to fine-tune one."""
+    if g.encoder:
+        raise ConfigError(f"eval.grounding.encoder_fitted={g.encoder_fitted} reads the unit encoders fitted there, and "
+                          f"eval.grounding.encoder={g.encoder} fine-tunes new ones: unset one of them")
+    for key, set_ in encoder_only.items():
+        if set_:
+            raise ConfigError(f"eval.grounding.{key}={getattr(g, key)} shapes how a unit encoder learns, and "
+                              f"eval.grounding.encoder_fitted={g.encoder_fitted} reads encoders already fitted "
+                              "(their head comes from its grounding.json): unset it")
 
 
 def trains_on_encoder(task: TaskConfig) -> bool:

@@ -262,6 +262,9 @@ class GroundingConfig:
                                        # encoder_evidence closest source pieces) to say whether the unit is
                                        # hallucinated; its logit joins the unit features (training units read the
                                        # logit of an encoder fitted on the other half of the train sources)
+    encoder_fitted: str | None = None  # instead of encoder: a grounding run's fold directory or export; its unit
+                                       # encoders (fine-tuned on another benchmark, say) are read as they are, every
+                                       # unit by their mean, with its head, evidence and tokens per pair
     encoder_evidence: int = 2          # source pieces (by embedder, else MiniLM, similarity) beside each unit
     encoder_epochs: float = 1.0        # passes over the training units (with encoder_patience, the most)
     encoder_patience: int | None = None   # early stopping: after each epoch, each encoder's ROC AUC on (a sample of)

@@ -362,6 +362,10 @@ class GroundingPredictor:
 
     def __init__(self, grounding: GroundingConfig, inference: Inference, data_root: str | None = None,
                  fold_by: str = "source"):
+        if grounding.encoder_fitted:
+            from eval.baselines.grounding import fitted_encoder_config
+
+            grounding = fitted_encoder_config(grounding)
         self.grounding, self.inference, self.data_root, self.fold_by = grounding, inference, data_root, fold_by
         self.choice: dict | None = None     # with eval.grounding.choose_among: what was chosen, and why
         self.checkpoints: Path | None = None     # where the unit encoders save their training (`prepare`'s out)
@@ -412,15 +416,15 @@ class GroundingPredictor:
     def _fitted(self, splits: dict[str, list[dict]], train: list[dict]) -> tuple:
         """The model, how many records it fitted on, the records its thresholds are chosen on, their scores,
         and what those records are: the validation split, or with `cross_fit_by` both splits cross-fitted."""
-        from eval.baselines.grounding import cross_fitted_scores, fit, fit_unit_encoders
+        from eval.baselines.grounding import cross_fitted_scores, fit, unit_encoders
 
         g = self.grounding
         if not g.cross_fit_by:
-            encoders = fit_unit_encoders(train, g, self.checkpoints) if g.encoder else None
+            encoders = unit_encoders(train, g, self.checkpoints) if g.encoder else None
             model, val = fit(train, g, encoders), self.inference.validation(splits)
             return model, len(train), val, {r["id"]: model.scores(r) for r in val}, "validation split"
         both = train + (splits.get("val") or [])
-        encoders = fit_unit_encoders(both, g, self.checkpoints) if g.encoder else None   # the inner fits share them
+        encoders = unit_encoders(both, g, self.checkpoints) if g.encoder else None   # the inner fits share them
         return (fit(both, g, encoders), len(both), both, cross_fitted_scores(both, g, g.cross_fit_by, encoders),
                 f"train and val splits cross-fitted by {g.cross_fit_by}")
 
@@ -448,7 +452,8 @@ class GroundingPredictor:
         located = [r for r in val if r.get("spans")]
         if self.grounding.encoder_token_threshold is None and not located:
             return Threshold(DEFAULT, "default: no validation response has gold spans to choose it on")
-        readers = held_out_readers(val, self.grounding, model.encoders) if self.grounding.cross_fit_by else {}
+        g = self.grounding
+        readers = held_out_readers(val, g, model.encoders) if g.cross_fit_by and not g.encoder_fitted else {}
         return resolve_threshold(
             self.grounding.encoder_token_threshold, None, located, None, what="hallucinated responses",
             objective="character F1", chosen_on=chosen_on,

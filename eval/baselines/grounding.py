@@ -277,6 +277,50 @@ def fit_unit_encoders(train: list[dict], config: GroundingConfig, checkpoints: P
     return encoders, held_out
 
 
+def unit_encoders(train: list[dict], config: GroundingConfig, checkpoints: Path | None = None) -> Encoders:
+    """The unit encoders the regressions read: fine-tuned on `train` (`fit_unit_encoders`), or with
+    `encoder_fitted` those of another run, read as they are (`read_fitted_encoders`)."""
+    if config.encoder_fitted:
+        return read_fitted_encoders(train, config)
+    return fit_unit_encoders(train, config, checkpoints)
+
+
+def fitted_encoder_config(config: GroundingConfig) -> GroundingConfig:
+    """`config` with the unit-encoder settings of the grounding model saved in `config.encoder_fitted` (a run's
+    fold directory or an export): the encoders are read as that model reads them."""
+    from dataclasses import replace
+
+    path = Path(config.encoder_fitted) / "grounding.json"
+    if not path.is_file():
+        raise GroundingError(f"eval.grounding.encoder_fitted={config.encoder_fitted}: expected a grounding "
+                             f"run's fold directory or an export holding grounding.json and its unit encoders, found "
+                             f"no {path}")
+    encoder = json.loads(path.read_text(encoding="utf-8")).get("encoder")
+    if not encoder:
+        raise GroundingError(f"{path}: its model reads no unit encoder (no 'encoder' entry); "
+                             "eval.grounding.encoder_fitted needs one fitted with eval.grounding.encoder")
+    head = EncoderHead(encoder.get("head", "unit"))
+    if config.encoder_token_spans != TokenSpans.whole_units and head != EncoderHead.token:
+        raise GroundingError(f"eval.grounding.encoder_token_spans={config.encoder_token_spans} marks the tokens a "
+                             f"token head marks, and the encoders of {path} have a {head} head")
+    return replace(config, encoder=encoder["name"], encoder_evidence=encoder["evidence"],
+                   encoder_epochs=encoder["epochs"], encoder_lr=encoder["lr"], encoder_max_len=encoder["max_len"],
+                   encoder_head=head)
+
+
+def read_fitted_encoders(records: list[dict], config: GroundingConfig) -> Encoders:
+    """The unit encoders saved beside the grounding model of `config.encoder_fitted` (as `fitted_encoder_config`
+    resolved it), and each record's unit logits, their mean: none of these records trained them."""
+    from models.unit_encoder import UnitEncoder, unit_logits
+
+    root = Path(config.encoder_fitted)
+    dirs = json.loads((root / "grounding.json").read_text(encoding="utf-8"))["encoder"]["dirs"]
+    encoders = [UnitEncoder.load(root / d, config.encoder_max_len, str(config.encoder_head)) for d in dirs]
+    logits = {rec["id"]: unit_logits(encoders, unit_pairs(rec, config))
+              for rec in progress(records, desc=f"unit encoders of {root.name}: the training units' logits")}
+    return encoders, logits
+
+
 def held_out_readers(records: list[dict], config: GroundingConfig, encoders: list) -> dict[str, list]:
     """Each of the records the encoders were fitted on (`fit_unit_encoders`), with the one encoder that never saw
     it: what reads its tokens when a token threshold is chosen on them (cross-fitted)."""
@@ -522,9 +566,12 @@ class GroundingModel:
         return [[[unit.span[0] + a, unit.span[0] + b, 0.5 * (1 + math.tanh(logit / 2))] for a, b, logit in tokens]
                 for unit, keep, tokens in zip(units, read, self._token_readings(rec, encoders)[1]) if keep]
 
-    def encoder_halves(self) -> str:
+    def encoders_fitted(self) -> str:
+        if self.config.encoder_fitted:
+            return f"read as fitted in {self.config.encoder_fitted}, on none of the records the regressions fitted on"
         by = self.config.cross_fit_by
-        return f"values of {by}" if by else "sources"
+        return f"each on the units of half the train {f'values of {by}' if by else 'sources'}; a training unit's " \
+               "logit from the other"
 
     def feature_names(self) -> dict[str, list[str]]:
         """The columns of the sentence model and of the response model, in order."""
@@ -555,8 +602,7 @@ class GroundingModel:
                     "edited_spans": self.config.encoder_edited_spans, "dirs": list(ENCODER_DIRS[:len(self.encoders)]),
                     "token_spans": str(self.config.encoder_token_spans),
                     "patience": self.config.encoder_patience, "curves": [e.curve for e in self.encoders],
-                    "fitted": f"each on the units of half the train {self.encoder_halves()}; a training unit's "
-                              "logit from the other"},
+                    "fitted": self.encoders_fitted()},
                 **{part: {**vars(getattr(self, part)), "features": names[part]} if getattr(self, part) else None
                    for part in names}}
         path.write_text(json.dumps(body, indent=1, ensure_ascii=False), encoding="utf-8")
@@ -621,7 +667,7 @@ def fit(train: list[dict], config: GroundingConfig = WORDS_ONLY, encoders: Encod
     if config.word_odds and len(set(labels)) == 2:
         model.word_odds, held_out = WordOdds.fit(train, config)
     if config.encoder:
-        model.encoders, model.held_out_logits = encoders or fit_unit_encoders(train, config)
+        model.encoders, model.held_out_logits = encoders or unit_encoders(train, config)
     unit_x, unit_y, response_x = [], [], []
     words_only = config.embedder is None and config.lm is None and config.encoder is None   # fast: no progress lines
     for rec in progress(train, desc="grounding features (train)", disable=words_only):
