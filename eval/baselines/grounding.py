@@ -308,17 +308,29 @@ def fitted_encoder_config(config: GroundingConfig) -> GroundingConfig:
                    encoder_head=head)
 
 
+_FITTED_READS: dict[tuple, tuple[list, dict]] = {}   # per process: the folds of a launch read each record once
+
+
 def read_fitted_encoders(records: list[dict], config: GroundingConfig) -> Encoders:
     """The unit encoders saved beside the grounding model of `config.encoder_fitted` (as `fitted_encoder_config`
     resolved it), and each record's unit logits, their mean: none of these records trained them."""
     from models.unit_encoder import UnitEncoder, unit_logits
 
     root = Path(config.encoder_fitted)
-    dirs = json.loads((root / "grounding.json").read_text(encoding="utf-8"))["encoder"]["dirs"]
-    encoders = [UnitEncoder.load(root / d, config.encoder_max_len, str(config.encoder_head)) for d in dirs]
-    logits = {rec["id"]: unit_logits(encoders, unit_pairs(rec, config))
-              for rec in progress(records, desc=f"unit encoders of {root.name}: the training units' logits")}
-    return encoders, logits
+    key = (str(root.resolve()), config.encoder_evidence, config.embedder, str(config.unit))
+    if key not in _FITTED_READS:
+        dirs = json.loads((root / "grounding.json").read_text(encoding="utf-8"))["encoder"]["dirs"]
+        _FITTED_READS[key] = ([UnitEncoder.load(root / d, config.encoder_max_len, str(config.encoder_head))
+                               for d in dirs], {})
+    encoders, read = _FITTED_READS[key]
+    unread = [r for r in records if _read_key(r) not in read]
+    for rec in progress(unread, desc=f"unit encoders of {root}: the training units' logits"):
+        read[_read_key(rec)] = unit_logits(encoders, unit_pairs(rec, config))
+    return encoders, {rec["id"]: read[_read_key(rec)] for rec in records}
+
+
+def _read_key(rec: dict) -> tuple:
+    return rec["id"], hash(rec["source"]), hash(rec["response"])
 
 
 def held_out_readers(records: list[dict], config: GroundingConfig, encoders: list) -> dict[str, list]:
