@@ -53,6 +53,16 @@ def test_an_evaluation_config_is_refused_from_the_config_alone():
         with pytest.raises(ConfigError, match=f"{key.split('=')[0]}=.* shapes how the unit encoder learns: it needs "
                                               "eval.grounding.encoder"):
             check("eval.method=grounding", "data.source=records", f"eval.grounding.{key}")
+    with pytest.raises(ConfigError, match="encoder_fitted=elsewhere reads the unit encoders fitted there, and "
+                                          "eval.grounding.encoder=embedded:minilm fine-tunes new ones"):
+        check("eval.method=grounding", "data.source=records", "eval.grounding.encoder=embedded:minilm",
+              "eval.grounding.encoder_fitted=elsewhere")
+    with pytest.raises(ConfigError, match="encoder_patience=1 shapes how a unit encoder learns, and "
+                                          "eval.grounding.encoder_fitted=elsewhere reads encoders already fitted"):
+        check("eval.method=grounding", "data.source=records", "eval.grounding.encoder_fitted=elsewhere",
+              "eval.grounding.encoder_patience=1")
+    check("eval.method=grounding", "data.source=records", "eval.grounding.encoder_fitted=elsewhere",
+          "eval.grounding.encoder_token_spans=anywhere")        # the head is the fitted model's, checked on reading it
     with pytest.raises(ConfigError, match="encoder_token_spans=anywhere marks .* needs eval.grounding.encoder_head="
                                           "token, found unit"):
         check("eval.method=grounding", "data.source=records", "eval.grounding.encoder=embedded:minilm",

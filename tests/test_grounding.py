@@ -6,6 +6,7 @@ import math
 import random
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -417,6 +418,44 @@ def test_with_an_encoder_a_training_unit_reads_the_encoder_that_never_saw_its_so
     again = GroundingModel.load(tmp_path / "grounding.json")
     assert [again.scores(r) for r in test] == [model.scores(r) for r in test]
     assert sum(model.predict(r)["label"] == r["label"] for r in test) >= 6
+
+
+def test_encoders_fitted_by_another_run_are_read_as_they_are_on_every_unit(tiny_unit_encoder, tmp_path, capsys):
+    from eval.baselines.grounding import GroundingModel, fitted_encoder_config, read_fitted_encoders, unit_pairs
+    from models.unit_encoder import unit_logits
+
+    elsewhere = fit(synthetic(24, 0), GroundingConfig(encoder=str(tiny_unit_encoder), encoder_epochs=2.0,
+                                                      encoder_lr=1e-3, encoder_max_len=96))
+    (tmp_path / "other").mkdir()
+    elsewhere.save(tmp_path / "other" / "grounding.json", {})
+    config = fitted_encoder_config(GroundingConfig(encoder_fitted=str(tmp_path / "other"), word_odds=True))
+    assert (config.encoder, config.encoder_epochs, config.encoder_max_len) == (str(tiny_unit_encoder), 2.0, 96)
+
+    train = synthetic(24, 1)
+    encoders, logits = read_fitted_encoders(train, config)
+    for rec in train[:3]:
+        mean = [sum(p) / 2 for p in zip(*(unit_logits([e], unit_pairs(rec, config)) for e in elsewhere.encoders))]
+        assert logits[rec["id"]] == pytest.approx(mean, abs=1e-6)       # both encoders, neither trained again
+    capsys.readouterr()
+    assert read_fitted_encoders(train, config)[1] == logits
+    assert "training units' logits" not in capsys.readouterr().err     # a launch's later folds read none again
+    model = fit(train, config)
+    test = synthetic(8, 2)
+    assert [model.scores(r) for r in test] != [fit(train, replace(config, encoder=None)).scores(r) for r in test]
+    model.save(tmp_path / "grounding.json", {})
+    assert "read as fitted in" in json.loads((tmp_path / "grounding.json").read_text())["encoder"]["fitted"]
+    assert [GroundingModel.load(tmp_path / "grounding.json").scores(r) for r in test] == [model.scores(r) for r in test]
+
+    with pytest.raises(GroundingError, match="expected a grounding run's fold directory .* found no"):
+        fitted_encoder_config(GroundingConfig(encoder_fitted=str(tmp_path / "nothing")))
+    (tmp_path / "plain").mkdir()
+    fit(train, GroundingConfig()).save(tmp_path / "plain" / "grounding.json", {})
+    with pytest.raises(GroundingError, match="reads no unit encoder"):
+        fitted_encoder_config(GroundingConfig(encoder_fitted=str(tmp_path / "plain")))
+    with pytest.raises(GroundingError, match="its encoders have a unit head, and eval.grounding's "
+                                             "encoder_token_spans=anywhere marks the tokens a token head marks"):
+        fitted_encoder_config(GroundingConfig(encoder_fitted=str(tmp_path / "other"),
+                                              encoder_token_spans=TokenSpans.anywhere))
 
 
 def test_with_patience_each_encoder_stops_on_units_of_the_half_it_never_trains_on(tiny_unit_encoder, tmp_path,

@@ -292,17 +292,17 @@ def fitted_encoder_config(config: GroundingConfig) -> GroundingConfig:
 
     path = Path(config.encoder_fitted) / "grounding.json"
     if not path.is_file():
-        raise GroundingError(f"eval.grounding.encoder_fitted={config.encoder_fitted}: expected a grounding "
-                             f"run's fold directory or an export holding grounding.json and its unit encoders, found "
-                             f"no {path}")
+        raise GroundingError(f"{config.encoder_fitted} (eval.grounding.encoder_fitted): expected a grounding run's "
+                             f"fold directory or an export holding grounding.json and its unit encoders, found no "
+                             f"{path}")
     encoder = json.loads(path.read_text(encoding="utf-8")).get("encoder")
     if not encoder:
         raise GroundingError(f"{path}: its model reads no unit encoder (no 'encoder' entry); "
                              "eval.grounding.encoder_fitted needs one fitted with eval.grounding.encoder")
     head = EncoderHead(encoder.get("head", "unit"))
     if config.encoder_token_spans != TokenSpans.whole_units and head != EncoderHead.token:
-        raise GroundingError(f"eval.grounding.encoder_token_spans={config.encoder_token_spans} marks the tokens a "
-                             f"token head marks, and the encoders of {path} have a {head} head")
+        raise GroundingError(f"{path}: its encoders have a {head} head, and eval.grounding's encoder_token_spans="
+                             f"{config.encoder_token_spans} marks the tokens a token head marks: use whole_units")
     return replace(config, encoder=encoder["name"], encoder_evidence=encoder["evidence"],
                    encoder_epochs=encoder["epochs"], encoder_lr=encoder["lr"], encoder_max_len=encoder["max_len"],
                    encoder_head=head)
