@@ -438,7 +438,7 @@ def test_encoders_fitted_by_another_run_are_read_as_they_are_on_every_unit(tiny_
         assert logits[rec["id"]] == pytest.approx(mean, abs=1e-6)       # both encoders, neither trained again
     capsys.readouterr()
     assert read_fitted_encoders(train, config)[1] == logits
-    assert "training units' logits" not in capsys.readouterr().err     # a launch's later folds read none again
+    assert "their units' logits" not in capsys.readouterr().err     # a launch's later folds read none again
     model = fit(train, config)
     test = synthetic(8, 2)
     assert [model.scores(r) for r in test] != [fit(train, replace(config, encoder=None)).scores(r) for r in test]

@@ -324,7 +324,7 @@ def read_fitted_encoders(records: list[dict], config: GroundingConfig) -> Encode
                                for d in dirs], {})
     encoders, read = _FITTED_READS[key]
     unread = [r for r in records if _read_key(r) not in read]
-    for rec in progress(unread, desc=f"unit encoders of {root}: the training units' logits"):
+    for rec in progress(unread, desc=f"unit encoders of {root}: their units' logits", disable=len(records) == 1):
         read[_read_key(rec)] = unit_logits(encoders, unit_pairs(rec, config))
     return encoders, {rec["id"]: read[_read_key(rec)] for rec in records}
 
@@ -524,6 +524,8 @@ class GroundingModel:
         from models.unit_encoder import unit_logits
 
         if self.config.encoder_token_spans == TokenSpans.whole_units:
+            if self.config.encoder_fitted:      # the launch's reads of these encoders, kept across its folds
+                return read_fitted_encoders([rec], self.config)[1][rec["id"]]
             return unit_logits(self.encoders, unit_pairs(rec, self.config))
         return self._token_readings(rec)[0]
 
