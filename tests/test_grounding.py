@@ -436,7 +436,7 @@ def test_encoders_fitted_by_another_run_are_read_as_they_are_on_every_unit(tiny_
     for rec in train[:3]:
         mean = [sum(p) / 2 for p in zip(*(unit_logits([e], unit_pairs(rec, config)) for e in elsewhere.encoders))]
         assert logits[rec["id"]] == pytest.approx(mean, abs=1e-6)       # both encoders, neither trained again
-    capsys.readouterr()
+    assert "their units' logits: 24/24" in capsys.readouterr().err
     assert read_fitted_encoders(train, config)[1] == logits
     assert "their units' logits" not in capsys.readouterr().err     # a launch's later folds read none again
     model = fit(train, config)

@@ -324,7 +324,7 @@ def read_fitted_encoders(records: list[dict], config: GroundingConfig) -> Encode
                                for d in dirs], {})
     encoders, read = _FITTED_READS[key]
     unread = [r for r in records if _read_key(r) not in read]
-    for rec in progress(unread, desc=f"unit encoders of {root}: their units' logits", disable=len(records) == 1):
+    for rec in progress(unread, desc=f"unit encoders of {root}: their units' logits", disable=len(unread) < 2):
         read[_read_key(rec)] = unit_logits(encoders, unit_pairs(rec, config))
     return encoders, {rec["id"]: read[_read_key(rec)] for rec in records}
 
