@@ -92,6 +92,28 @@ def test_an_export_with_a_fine_tuned_unit_encoder_annotates_as_the_run_scored(tm
     _same_as_the_run(_annotate(export, test, tmp_path / "out.jsonl"), predictions, test)
 
 
+def test_an_export_reading_another_runs_encoders_annotates_as_the_run_scored(tmp_path, tiny_unit_encoder):
+    elsewhere, data, first, export = tmp_path / "elsewhere", tmp_path / "data", tmp_path / "first", tmp_path / "export"
+    test = synthetic(8, 2)
+    for name, records in (("train", synthetic(24, 1)), ("val", synthetic(12, 0)), ("test", synthetic(4, 0))):
+        _write(elsewhere / f"{name}.jsonl", records)
+    _eval(f"data.root={elsewhere}", "data.folds=0", f"output_dir={tmp_path / 'run1'}", f"eval.export={first}",
+          f"eval.grounding.encoder={tiny_unit_encoder}", "eval.grounding.encoder_epochs=2",
+          "eval.grounding.encoder_lr=1e-3")
+    for name, records in (("train", synthetic(24, 0)), ("val", synthetic(24, 1)), ("test", test)):
+        _write(data / f"{name}.jsonl", records)
+    done = _eval(f"data.root={data}", "data.folds=0", f"output_dir={tmp_path / 'run'}", f"eval.export={export}",
+                 f"eval.grounding.encoder_fitted={first}")
+    assert f"unit encoders of {first}: their units' logits: 24/24" in done.stderr
+    assert "unit encoder 1 of 2" not in done.stderr                        # nothing fine-tuned here
+    body = json.loads((export / "grounding.json").read_text())
+    assert body["encoder"]["fitted"].startswith(f"read as fitted in {first}") and "encoder_logit" in body["sentence"][
+        "features"]
+    assert f"- unit encoders: read as fitted in {first}" in (export / "README.md").read_text()
+    predictions = [json.loads(line) for line in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()]
+    _same_as_the_run(_annotate(export, test, tmp_path / "out.jsonl"), predictions, test)
+
+
 def test_after_cross_validation_the_export_is_fitted_on_every_record_as_a_fold_is(tmp_path):
     data, export, fresh = tmp_path / "data", tmp_path / "export", synthetic(30, 7)
     _write(data / "test.jsonl", synthetic(150, 0))

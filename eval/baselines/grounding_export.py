@@ -47,7 +47,7 @@ def write_grounding_export(out: Path, fitted: Path, task: TaskConfig, records: l
                          training={"source": "records", "records": len(records), "fitted": provenance},
                          method=GROUNDING)
     spec.save(out)
-    _write_card(out, spec, model, held_out)
+    _write_card(out, spec, model, held_out, (body.get("encoder") or {}).get("fitted"))
     return spec
 
 
@@ -55,7 +55,8 @@ def _body(path: Path) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
-def _write_card(out: Path, spec: AnnotatorSpec, model: GroundingModel, held_out: str | None) -> None:
+def _write_card(out: Path, spec: AnnotatorSpec, model: GroundingModel, held_out: str | None,
+                encoders_fitted: str | None) -> None:
     c = model.config
     readers = ", ".join(filter(None, [f"sentence encoder `{c.embedder}`" if c.embedder else None,
                                       f"causal LM `{c.lm}`" if c.lm else None,
@@ -69,6 +70,7 @@ def _write_card(out: Path, spec: AnnotatorSpec, model: GroundingModel, held_out:
              "# Hallucination annotator: grounding features (two logistic regressions)", "",
              f"- fitted on {spec.training['records']} records: {spec.training['fitted']}",
              f"- units: {c.unit}; readers: {readers}; feature flags: {flags}",
+             *([f"- unit encoders: {encoders_fitted}"] if encoders_fitted else []),
              f"- response model: {'yes' if model.response else 'no (its units decide)'}; "
              f"unit model: {'yes' if model.sentence else 'no (no gold spans: none marked)'}",
              f"- decision threshold: {model.threshold:.4f} ({spec.threshold_source}); span threshold "
