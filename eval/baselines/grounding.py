@@ -582,7 +582,7 @@ class GroundingModel:
 
     def encoders_fitted(self) -> str:
         if self.config.encoder_fitted:
-            return f"read as fitted in {self.config.encoder_fitted}, on none of the records the regressions fitted on"
+            return f"read as fitted in {self.config.encoder_fitted}, not fine-tuned by the run that fitted this model"
         by = self.config.cross_fit_by
         return f"each on the units of half the train {f'values of {by}' if by else 'sources'}; a training unit's " \
                "logit from the other"
