@@ -447,15 +447,15 @@ class GroundingPredictor:
         cross-fitted, each response's tokens read by the encoder that never saw it."""
         from eval.baselines.grounding import held_out_readers
 
-        if self.grounding.encoder_token_spans == TokenSpans.whole_units:
+        g = self.grounding
+        if g.encoder_token_spans == TokenSpans.whole_units:
             return Threshold(DEFAULT, "unused: encoder_token_spans=whole_units, whole units are marked")
         located = [r for r in val if r.get("spans")]
-        if self.grounding.encoder_token_threshold is None and not located:
+        if g.encoder_token_threshold is None and not located:
             return Threshold(DEFAULT, "default: no validation response has gold spans to choose it on")
-        g = self.grounding
         readers = held_out_readers(val, g, model.encoders) if g.cross_fit_by and not g.encoder_fitted else {}
         return resolve_threshold(
-            self.grounding.encoder_token_threshold, None, located, None, what="hallucinated responses",
+            g.encoder_token_threshold, None, located, None, what="hallucinated responses",
             objective="character F1", chosen_on=chosen_on,
             choose=lambda recs: choose_run_threshold([model.token_runs(r, scored[r["id"]][1], readers.get(r["id"]))
                                                       for r in recs], [gold_spans(r) for r in recs]))
