@@ -90,6 +90,10 @@ def check_evaluation(evaluation: EvalConfig, data: DataConfig, task: TaskConfig)
                           f"(eval.method=grounding), "
                           f"found eval.method={method}; a trained model's export is written by train/sft.py "
                           "(<run>/checkpoints/<i>-<stage>/hf)")
+    if evaluation.export_only and not (evaluation.export and data.folds):
+        raise ConfigError(f"eval.export_only=true fits a cross-validated recipe on every record without its folds: it "
+                          f"needs eval.export and data.folds > 0, found eval.export={evaluation.export}, "
+                          f"data.folds={data.folds}")
     if data.folds and method == EvalMethod.annotator:
         raise ConfigError(f"data.folds={data.folds}: eval/run.py scores one model on one test split; a "
                           "fold's export is scored with data.folds=0 data.root=<run>/folds/fold_<i>")

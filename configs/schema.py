@@ -362,6 +362,9 @@ class EvalConfig:
                                           # than a training step at the same length
     export: str | None = None             # eval.method=grounding: the fitted annotator written there as an export that
                                           # eval.annotate applies (with data.folds: fitted again on every record)
+    export_only: bool = False             # with data.folds and eval.export: skip the folds (an earlier launch measured
+                                          # the recipe) and only fit on every record; the card carries the pooled
+                                          # report where output_dir still holds it
     padded_batches: bool = False          # greedy decoding: batch prompts of any length, left-padded with an attention
                                           # mask (short prompts on a GPU: a judge over a benchmark); off, it batches
                                           # equal lengths only, whose answers are exactly one-at-a-time decoding's

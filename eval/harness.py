@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from configs.rules import check_evaluation
-from configs.schema import DataConfig, SFTConfig, TaskConfig, with_changes
+from configs.schema import SFTConfig, TaskConfig, with_changes
 from data_builders.folds import deal_all
 from data_builders.records import read_jsonl_to_append, write_jsonl
 from data_builders.sources import DataRequest, build_records, check_data_files
@@ -80,6 +80,9 @@ def run_eval_folds(cfg: SFTConfig) -> dict:
     predicted in <output_dir>/fold_<i>/eval, then the k test parts pooled into <output_dir>/eval."""
     check_data_files(cfg.data)
     run_dir = Path(cfg.output_dir)
+    if cfg.eval.export_only:
+        _export_fitted_on_every_record(cfg, run_dir, _measured_report(run_dir))
+        return {}
     deal_once(cfg.data, run_dir / "folds")
     for i in range(cfg.data.folds):
         logger.info(f"== fold {i} of {cfg.data.folds}")
@@ -90,15 +93,26 @@ def run_eval_folds(cfg: SFTConfig) -> dict:
     report = (run_dir / "eval" / "report.md").read_text(encoding="utf-8")
     print(f"== cross-validation, {cfg.data.folds} folds pooled\n{report}", flush=True)
     if cfg.eval.export:
-        whole = PredictorConfig.of_run(with_changes(cfg, {"data": {"folds": 0}}))
-        _export_fitted_on_every_record(whole, cfg.eval.export, cfg.data, run_dir, report)
+        _export_fitted_on_every_record(cfg, run_dir, report)
     return metrics
 
 
-def _export_fitted_on_every_record(method: PredictorConfig, export: str, folded: DataConfig, run_dir: Path,
-                                   report: str) -> None:
-    """The method the folds measured (`folded` dealt them), fitted once more on every record (train and val
+def _measured_report(run_dir: Path) -> str:
+    """`eval.export_only`: the pooled report of the launch that measured the recipe in this output_dir, or what
+    the card says in its place."""
+    report = run_dir / "eval" / "report.md"
+    if report.is_file():
+        return report.read_text(encoding="utf-8")
+    logger.warning(f"eval.export_only: no cross-validated report at {report}; the export's card will say so")
+    return (f"Not measured by the launch that fitted it (eval.export_only=true, and {run_dir.name}/eval/report.md "
+            "was not there): the recipe's cross-validated figures are where it was measured.")
+
+
+def _export_fitted_on_every_record(cfg: SFTConfig, run_dir: Path, report: str) -> None:
+    """The method the folds measured (`cfg.data` dealt them), fitted once more on every record (train and val
     dealt as a fold's), and written as an export (`eval.export`)."""
+    method = PredictorConfig.of_run(with_changes(cfg, {"data": {"folds": 0}}))
+    export, folded = cfg.eval.export, cfg.data
     logger.info(f"== fitting on every record for {export}")
     whole = deal_all(folded, run_dir / "folds" / "all")
     fitted = run_dir / "all"

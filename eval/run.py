@@ -24,6 +24,8 @@ def main(composed: DictConfig) -> None:
 
     cfg = typed(composed)
     metrics = run_eval(cfg)
+    if not metrics:     # eval.export_only: nothing was scored
+        return
     tracker = Tracker(cfg.logger, run_identity(cfg, cfg.output_dir, "eval"), to_container(cfg), cfg.output_dir,
                       enabled=True)
     scores = Path(cfg.output_dir) / ("eval" if cfg.data.folds else "scores")     # folds: pooled in <output_dir>/eval

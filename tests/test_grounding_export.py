@@ -114,22 +114,56 @@ def test_an_export_reading_another_runs_encoders_annotates_as_the_run_scored(tmp
     _same_as_the_run(_annotate(export, test, tmp_path / "out.jsonl"), predictions, test)
 
 
-def test_after_cross_validation_the_export_is_fitted_on_every_record_as_a_fold_is(tmp_path):
-    data, export, fresh = tmp_path / "data", tmp_path / "export", synthetic(30, 7)
+@pytest.fixture(scope="module")
+def cross_validated(tmp_path_factory):
+    """A 3-fold launch with `eval.export`: its data, run directory, export and stdout."""
+    tmp = tmp_path_factory.mktemp("cross_validated")
+    data, run, export = tmp / "data", tmp / "run", tmp / "export"
     _write(data / "test.jsonl", synthetic(150, 0))
-    done = _eval(f"data.root={data}", f"output_dir={tmp_path / 'run'}", f"eval.export={export}")
-    assert "folds pooled" in done.stdout and done.stdout.count(f"export written to {export}") == 1   # no fold's
-    whole = tmp_path / "run" / "folds" / "all"
+    done = _eval(f"data.root={data}", f"output_dir={run}", f"eval.export={export}")
+    return data, run, export, done.stdout
+
+
+def test_after_cross_validation_the_export_is_fitted_on_every_record_as_a_fold_is(tmp_path, cross_validated):
+    data, run, export, stdout = cross_validated
+    fresh = synthetic(30, 7)
+    assert "folds pooled" in stdout and stdout.count(f"export written to {export}") == 1   # no fold's
+    whole = run / "folds" / "all"
     train = [json.loads(line) for line in (whole / "train.jsonl").read_text().splitlines()]
     val = [json.loads(line) for line in (whole / "val.jsonl").read_text().splitlines()]
     assert len(train) + len(val) == 150 and val and AnnotatorSpec.load(export).training["records"] == len(train)
     card = (export / "README.md").read_text()
     assert "folds pooled" in card or "Per fold" in card
     # the same recipe run on those train and val parts scores fresh rows as the export annotates them
-    _write(whole / "test.jsonl", fresh)
-    _eval(f"data.root={whole}", "data.folds=0", f"output_dir={tmp_path / 'again'}")
+    _write(tmp_path / "whole" / "test.jsonl", fresh)
+    for name in ("train", "val"):
+        (tmp_path / "whole" / f"{name}.jsonl").write_text((whole / f"{name}.jsonl").read_text())
+    _eval(f"data.root={tmp_path / 'whole'}", "data.folds=0", f"output_dir={tmp_path / 'again'}")
     predictions = [json.loads(line) for line in (tmp_path / "again" / "predictions.jsonl").read_text().splitlines()]
     _same_as_the_run(_annotate(export, fresh, tmp_path / "fresh.jsonl"), predictions, fresh)
+
+
+def test_export_only_fits_on_every_record_without_the_folds_and_ships_what_a_full_launch_ships(tmp_path,
+                                                                                             cross_validated):
+    data, run, export, _ = cross_validated
+    rows = synthetic(20, 5)
+    alone = _eval(f"data.root={data}", f"output_dir={tmp_path / 'alone'}", f"eval.export={tmp_path / 'alone_export'}",
+                  "eval.export_only=true")
+    assert "folds pooled" not in alone.stdout and not (tmp_path / "alone" / "fold_0").exists()
+    assert "Not measured by the launch that fitted it" in (tmp_path / "alone_export" / "README.md").read_text()
+    expected = _annotate(export, rows, tmp_path / "full.jsonl")
+    assert _annotate(tmp_path / "alone_export", rows, tmp_path / "alone.jsonl") == expected
+    # in the directory that measured the recipe, the card carries its pooled report
+    _eval(f"data.root={data}", f"output_dir={run}", f"eval.export={tmp_path / 'again'}", "eval.export_only=true")
+    assert "Per fold" in (tmp_path / "again" / "README.md").read_text()
+
+
+def test_export_only_without_an_export_or_folds_is_refused(tmp_path):
+    for overrides in (["data.folds=3"], ["data.folds=0", f"eval.export={tmp_path / 'x'}"]):
+        done = subprocess.run([sys.executable, "eval/run.py", "+exp=ragtruth_grounding", "eval.export_only=true",
+                               f"data.root={tmp_path}", *overrides], cwd=REPO, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 1 and "eval.export_only=true" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_eval_export_is_refused_for_a_method_that_fits_nothing(tmp_path):
