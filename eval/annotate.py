@@ -23,6 +23,7 @@ trainer's final evaluation.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,7 @@ from eval.predictors import AnnotatorPredictor, Inference
 from eval.reports.annotation_page import write_annotated_page
 from eval.reports.annotation_summary import write_summary
 from eval.scorers.scoring import scorer
-from eval.thresholds import DEFAULT, is_hallucinated
+from eval.thresholds import DEFAULT, field_value, is_hallucinated
 from models.builders import dtype_choice
 from models.export_spec import AnnotatorSpec
 
@@ -185,6 +186,7 @@ class Annotated:
     rows: list[dict]              # the input rows, in order
     outputs: list[dict]           # the output file's rows, one per input row
     threshold: float | None       # the annotator's response threshold
+    thresholds_by: dict | None    # its thresholds per value of a record field (`eval.threshold_by`), if any
 
 
 def annotate_file(cfg: AnnotateConfig) -> Annotated:
@@ -222,7 +224,24 @@ def annotate_file(cfg: AnnotateConfig) -> Annotated:
             done += len(fresh)
             bar.update(len(fresh))
     outputs = check_output(rows, output)
-    return Annotated(len(rows) - written_before, [row for _, row in rows], outputs, annotator.spec.threshold)
+    return Annotated(len(rows) - written_before, [row for _, row in rows], outputs, annotator.spec.threshold,
+                     annotator.spec.thresholds_by or getattr(annotator.predictor, "thresholds_by", None))
+
+
+def threshold_groups_line(thresholds_by: dict, threshold: float, rows: list[dict]) -> str:
+    """How many rows an export's per-group thresholds decided, and how many fell back to the overall one
+    (their field missing, or a value the export has no threshold for)."""
+    field, groups = thresholds_by["field"], thresholds_by["values"]
+    seen = Counter(str(field_value(row, field)) if field_value(row, field) is not None else None for row in rows)
+    own = {value: n for value, n in seen.items() if value in groups}
+    other = {value: n for value, n in seen.items() if value not in groups}
+    line = (f"thresholds by {field}: {sum(own.values())} rows read their value's "
+            f"({', '.join(f'{v} {n}' for v, n in sorted(own.items())) or 'none'})")
+    if other:
+        named = ", ".join(f"{'no ' + field if v is None else v} {n}" for v, n in sorted(other.items(), key=str))
+        line += (f"; {sum(other.values())} rows have no value among {sorted(groups)} ({named}): the overall "
+                 f"threshold {threshold:.4f} decided them")
+    return line
 
 
 def check_output(rows: list[tuple[int, dict]], output: Path) -> list[dict]:
@@ -247,6 +266,8 @@ def main(composed: DictConfig) -> None:
     done = annotate_file(cfg)
     print(f"{cfg.output}: {done.written_now} rows annotated now, {len(done.rows)} in all; one row per input row, "
           "every span indexes its response")
+    if done.thresholds_by:
+        print(threshold_groups_line(done.thresholds_by, done.threshold, done.rows))
     output = Path(cfg.output)
     summary = write_summary(output, done.rows, done.outputs, done.threshold)
     page = write_annotated_page(output, done.rows, done.outputs)

@@ -63,6 +63,28 @@ def test_the_export_of_a_run_annotates_its_test_rows_as_the_run_scored_them(tmp_
     assert spans == _annotate(export, [row], tmp_path / "one.jsonl")[0]["spans"]
 
 
+def test_annotate_says_how_many_rows_the_exports_group_thresholds_did_not_decide(tmp_path):
+    data, export = tmp_path / "data", tmp_path / "export"
+    val = [{**r, "meta": {**r["meta"], "task_type": "QA" if i % 4 < 2 else "Summary"}}
+           for i, r in enumerate(synthetic(80, 1))]
+    for name, records in (("train", synthetic(120, 0)), ("val", val), ("test", synthetic(10, 2))):
+        _write(data / f"{name}.jsonl", records)
+    _eval(f"data.root={data}", "data.folds=0", f"output_dir={tmp_path / 'run'}", f"eval.export={export}",
+          "eval.threshold_by=meta.task_type")
+    groups = AnnotatorSpec.load(export).thresholds_by["values"]
+    assert set(groups) == {"QA", "Summary"}
+    rows = [{"id": r["id"], "source": r["source"], "response": r["response"],
+             **({"meta": {"task_type": t}} if t else {})}
+            for r, t in zip(synthetic(5, 3), ["Summary", "QA", "Summary", "Data2txt", None])]
+    _write(tmp_path / "in.jsonl", rows)
+    done = subprocess.run([sys.executable, "-m", "eval.annotate", f"model={export}", f"input={tmp_path / 'in.jsonl'}",
+                           f"output={tmp_path / 'out.jsonl'}", "progress=false"], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ("thresholds by meta.task_type: 3 rows read their value's (QA 1, Summary 2); 2 rows have no value among "
+            "['QA', 'Summary'] (Data2txt 1, no meta.task_type 1): the overall threshold") in done.stdout
+
+
 @pytest.mark.parametrize("head,token_spans,token_threshold", [("unit", "whole_units", "0.5"),
                                                                ("token", "anywhere", "null")])
 def test_an_export_with_a_fine_tuned_unit_encoder_annotates_as_the_run_scored(tmp_path, tiny_unit_encoder, head,
