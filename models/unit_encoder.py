@@ -81,6 +81,7 @@ class UnitEncoder(torch.nn.Module):
             self.head.load_state_dict(head)
         self.max_len = max_len
         self.curve: list[tuple[float, float]] = []       # (epochs trained, validation ROC AUC), with early stopping
+        self.sources: list[str] = []                     # the sources it was fine-tuned on (`source_key`s)
 
     def read(self, pairs: list[tuple[str, str]]):
         """The tokenized pairs; for the token head (they need a fast tokenizer) also each token's character

@@ -76,6 +76,11 @@ def test_an_evaluation_config_is_refused_from_the_config_alone():
               "eval.grounding.encoder_patience=0")
     with pytest.raises(ConfigError, match="encoder_token_threshold: expected a probability .* found 1.5"):
         check("eval.method=grounding", "data.source=records", "eval.grounding.encoder_token_threshold=1.5")
+    for overrides in (["data.folds=3"], ["data.folds=0", "eval.export=/tmp/x"]):
+        with pytest.raises(ConfigError, match="eval.export_only=true fits a cross-validated recipe .* needs "
+                                              "eval.export and data.folds > 0"):
+            check("eval.method=grounding", "data.source=records", "eval.export_only=true", *overrides)
+    check("eval.method=grounding", "data.source=records", "eval.export_only=true", "data.folds=3", "eval.export=/x")
     with pytest.raises(ConfigError, match=r"data.only_folds=\[0\] picks the folds train/sft.py trains; eval/run.py"):
         check("eval.method=grounding", "data.source=records", "data.folds=3", "data.only_folds=[0]")
     check_training(_cfg(), 2, encoder=False, cuda=False)      # the demo itself passes

@@ -421,6 +421,7 @@ def test_with_an_encoder_a_training_unit_reads_the_encoder_that_never_saw_its_so
 
 
 def test_encoders_fitted_by_another_run_are_read_as_they_are_on_every_unit(tiny_unit_encoder, tmp_path, capsys):
+    from data_builders.folds import source_key
     from eval.baselines.grounding import GroundingModel, fitted_encoder_config, read_fitted_encoders, unit_pairs
     from models.unit_encoder import unit_logits
 
@@ -439,6 +440,12 @@ def test_encoders_fitted_by_another_run_are_read_as_they_are_on_every_unit(tiny_
     assert "their units' logits: 24/24" in capsys.readouterr().err
     assert read_fitted_encoders(train, config)[1] == logits
     assert "their units' logits" not in capsys.readouterr().err     # a launch's later folds read none again
+    halves = [set(e.sources) for e in elsewhere.encoders]
+    assert all(halves) and not halves[0] & halves[1]
+    for rec in synthetic(24, 0)[:4]:    # what the other run fine-tuned on: read by the encoder that never saw it
+        unseen = elsewhere.encoders[0 if source_key(rec) in halves[1] else 1]
+        assert read_fitted_encoders([rec], config)[1][rec["id"]] == pytest.approx(
+            unit_logits([unseen], unit_pairs(rec, config)), abs=1e-6)
     model = fit(train, config)
     test = synthetic(8, 2)
     assert [model.scores(r) for r in test] != [fit(train, replace(config, encoder=None)).scores(r) for r in test]

@@ -180,14 +180,6 @@ def test_export_only_fits_on_every_record_without_the_folds_and_ships_what_a_ful
     assert "Per fold" in (tmp_path / "again" / "README.md").read_text()
 
 
-def test_export_only_without_an_export_or_folds_is_refused(tmp_path):
-    for overrides in (["data.folds=3"], ["data.folds=0", f"eval.export={tmp_path / 'x'}"]):
-        done = subprocess.run([sys.executable, "eval/run.py", "+exp=ragtruth_grounding", "eval.export_only=true",
-                               f"data.root={tmp_path}", *overrides], cwd=REPO, capture_output=True, text=True,
-                              timeout=120)
-        assert done.returncode == 1 and "eval.export_only=true" in done.stderr and "Traceback" not in done.stderr
-
-
 def test_eval_export_is_refused_for_a_method_that_fits_nothing(tmp_path):
     done = subprocess.run([sys.executable, "eval/run.py", "+exp=ragtruth_grounding", "eval.method=nli",
                            f"eval.export={tmp_path}", f"data.root={tmp_path}"], cwd=REPO, capture_output=True,

@@ -271,6 +271,7 @@ def fit_unit_encoders(train: list[dict], config: GroundingConfig, checkpoints: P
         encoders.append(fit_unit_encoder(path, pairs, spans, training, seed=i, desc=f"unit encoder {i + 1} of 2",
                                          validation=config.encoder_patience and validation_units(other, config, i),
                                          checkpoint=checkpoints and checkpoints / f"encoder_{i + 1}"))
+        encoders[-1].sources = sorted({source_key(r) for r in part})
     held_out = {rec["id"]: unit_logits([encoder], unit_pairs(rec, config))
                 for encoder, other in zip(encoders, reversed(parts))
                 for rec in progress(other, desc="unit encoders: the other half's logits")}
@@ -313,20 +314,38 @@ _FITTED_READS: dict[tuple, tuple[list, dict]] = {}   # per process: the folds of
 
 def read_fitted_encoders(records: list[dict], config: GroundingConfig) -> Encoders:
     """The unit encoders saved beside the grounding model of `config.encoder_fitted` (as `fitted_encoder_config`
-    resolved it), and each record's unit logits, their mean: none of these records trained them."""
-    from models.unit_encoder import UnitEncoder, unit_logits
+    resolved it), and each record's unit logits: their mean, or, for a record whose source one of them was
+    fine-tuned on (another benchmark's records beside the folds, `data.fold_extra_train`), the other's alone, so
+    that no record's feature is an encoder's memory of its label."""
+    from models.unit_encoder import unit_logits
 
     root = Path(config.encoder_fitted)
     key = (str(root.resolve()), config.encoder_evidence, config.embedder, str(config.unit))
     if key not in _FITTED_READS:
-        dirs = json.loads((root / "grounding.json").read_text(encoding="utf-8"))["encoder"]["dirs"]
-        _FITTED_READS[key] = ([UnitEncoder.load(root / d, config.encoder_max_len, str(config.encoder_head))
-                               for d in dirs], {})
+        entry = json.loads((root / "grounding.json").read_text(encoding="utf-8"))["encoder"]
+        _FITTED_READS[key] = (load_encoders(root, entry), {})
     encoders, read = _FITTED_READS[key]
     unread = [r for r in records if _read_key(r) not in read]
     for rec in progress(unread, desc=f"unit encoders of {root}: their units' logits", disable=len(unread) < 2):
-        read[_read_key(rec)] = unit_logits(encoders, unit_pairs(rec, config))
+        read[_read_key(rec)] = unit_logits(unseen_by(rec, encoders), unit_pairs(rec, config))
     return encoders, {rec["id"]: read[_read_key(rec)] for rec in records}
+
+
+def load_encoders(root: Path, entry: dict) -> list:
+    """The unit encoders a grounding.json's `encoder` entry lists under `root`, each with the sources it was
+    fine-tuned on (none listed in a file written before they were: every record then reads both)."""
+    from models.unit_encoder import UnitEncoder
+
+    encoders = [UnitEncoder.load(root / d, entry["max_len"], entry.get("head", "unit")) for d in entry["dirs"]]
+    for e, sources in zip(encoders, entry.get("sources") or [[] for _ in encoders]):
+        e.sources = sources
+    return encoders
+
+
+def unseen_by(rec: dict, encoders: list) -> list:
+    """The encoders that were not fine-tuned on the record's source (all of them where every one was)."""
+    key = source_key(rec)
+    return [e for e in encoders if key not in e.sources] or encoders
 
 
 def _read_key(rec: dict) -> tuple:
@@ -517,8 +536,8 @@ class GroundingModel:
 
     def _encoder_logits(self, rec: dict) -> list[float]:
         """The unit encoders' logits of the record's units: while fitting, a training record's from the encoder
-        that never saw its source; else the encoders' mean (with token spans, from the pass that reads the tokens
-        `marked_spans` keeps)."""
+        that never saw its source; else the mean of those that never saw it (`unseen_by`: both, for a record new to
+        them; with token spans, from the pass that reads the tokens `marked_spans` keeps)."""
         if self.held_out_logits is not None and rec["id"] in self.held_out_logits:
             return self.held_out_logits[rec["id"]]
         from models.unit_encoder import unit_logits
@@ -526,7 +545,7 @@ class GroundingModel:
         if self.config.encoder_token_spans == TokenSpans.whole_units:
             if self.config.encoder_fitted:      # the launch's reads of these encoders, kept across its folds
                 return read_fitted_encoders([rec], self.config)[1][rec["id"]]
-            return unit_logits(self.encoders, unit_pairs(rec, self.config))
+            return unit_logits(unseen_by(rec, self.encoders), unit_pairs(rec, self.config))
         return self._token_readings(rec)[0]
 
     def _token_readings(self, rec: dict, encoders: list | None = None
@@ -535,7 +554,7 @@ class GroundingModel:
         record read: `scores` and `marked_spans` share one pass of the encoders."""
         from models.unit_encoder import token_readings
 
-        encoders = encoders or self.encoders
+        encoders = encoders or unseen_by(rec, self.encoders)
         key = (rec["id"], hash(rec["source"]), hash(rec["response"]), *map(id, encoders))
         if self.last_read is None or self.last_read[0] != key:
             self.last_read = (key, token_readings(encoders, unit_pairs(rec, self.config)))
@@ -582,7 +601,8 @@ class GroundingModel:
 
     def encoders_fitted(self) -> str:
         if self.config.encoder_fitted:
-            return f"read as fitted in {self.config.encoder_fitted}, not fine-tuned by the run that fitted this model"
+            return (f"read as fitted in {self.config.encoder_fitted}, not fine-tuned by the run that fitted this model "
+                    "(a record whose source one of them was fine-tuned on is read by the other alone)")
         by = self.config.cross_fit_by
         return f"each on the units of half the train {f'values of {by}' if by else 'sources'}; a training unit's " \
                "logit from the other"
@@ -616,6 +636,7 @@ class GroundingModel:
                     "edited_spans": self.config.encoder_edited_spans, "dirs": list(ENCODER_DIRS[:len(self.encoders)]),
                     "token_spans": str(self.config.encoder_token_spans),
                     "patience": self.config.encoder_patience, "curves": [e.curve for e in self.encoders],
+                    "sources": [e.sources for e in self.encoders],
                     "fitted": self.encoders_fitted()},
                 **{part: {**vars(getattr(self, part)), "features": names[part]} if getattr(self, part) else None
                    for part in names}}
@@ -654,10 +675,7 @@ class GroundingModel:
                                      f"computes {names}: fit it again with this version")
             setattr(model, part, Linear(*(body[part][k] for k in ("mean", "scale", "weights", "bias"))))
         if encoder:
-            from models.unit_encoder import UnitEncoder
-
-            model.encoders = [UnitEncoder.load(path.parent / d, encoder["max_len"], str(config.encoder_head))
-                              for d in encoder["dirs"]]
+            model.encoders = load_encoders(path.parent, encoder)
         return model
 
 
