@@ -5,12 +5,14 @@ pieces closest to it: the learnt feature of the grounding annotator (`eval.groun
 token classification, trained on which tokens lie in a hallucinated span), the unit's logit being its highest
 token's.
 
-Training (`fit_unit_encoder`) runs on CPU in bf16 autocast; scoring (`unit_logits`) in
+Training (`fit_unit_encoder`) runs on CPU in bf16 autocast where the CPU computes bf16 natively (AVX512-BF16,
+AMX), in fp32 elsewhere (`training_autocast`: emulated bf16 is many times slower); scoring (`unit_logits`) in
 fp32, one record's units per call, so that an export scores a row as the run that fitted it did. Saved as the
 encoder's own `from_pretrained` directory plus `head.safetensors`: nothing that runs code on load.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -28,6 +30,21 @@ from data_builders.common.progress import progress
 
 HEAD_FILE = "head.safetensors"
 HEADS = ("unit", "token")
+
+
+@functools.cache
+def training_precision() -> str:
+    """What fine-tuning computes in on this CPU, and why: bf16 autocast where it is native, fp32 elsewhere."""
+    from models.builders import cpu_bf16_features
+
+    native = cpu_bf16_features()
+    if native:
+        return f"bf16 autocast ({', '.join(native)})"
+    return "fp32 (this CPU has no native bf16: no AVX512-BF16, no AMX)"
+
+
+def training_autocast():
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=training_precision().startswith("bf16"))
 Spans = list[tuple[int, int]]      # hallucinated character spans of a unit's text; [] when it is supported
 
 
@@ -60,7 +77,7 @@ class Validation:
         logits, targets = [], []
         for i in range(0, len(self.pairs), self.batch_size):
             pairs, spans = self.pairs[i:i + self.batch_size], self.spans[i:i + self.batch_size]
-            with torch.autocast("cpu", dtype=torch.bfloat16):
+            with training_autocast():
                 logits.append(model(pairs, training=True).float())
             targets.append(model.targets(pairs, spans))
         model.train(training)
@@ -154,6 +171,7 @@ def fit_unit_encoder(path: str, pairs: list[tuple[str, str]], spans: list[Spans]
         print(f"{desc}: finished by an earlier run, read from {saved.directory}", flush=True)
         return saved.load_finished(training)
     torch.manual_seed(seed)
+    print(f"{desc}: fine-tuned in {training_precision()}", flush=True)
     model = UnitEncoder(path, max_len=training.max_len, kind=training.head).train()
     positive = positive_share(model, pairs, spans, desc)
     pos_weight = torch.tensor((1 - positive) / positive)
@@ -229,7 +247,7 @@ class TrainingState:
 
     def train_on(self, pairs: list[tuple[str, str]], spans: list[Spans], pos_weight: torch.Tensor) -> None:
         """One step: binary cross-entropy of the logits against the targets, the positives weighted."""
-        with torch.autocast("cpu", dtype=torch.bfloat16):     # the grounding annotator runs on CPU
+        with training_autocast():
             logits = self.model(pairs, training=True).float()
         loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, self.model.targets(pairs, spans),
                                                                     pos_weight=pos_weight)
