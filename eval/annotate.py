@@ -232,7 +232,7 @@ def threshold_groups_line(thresholds_by: dict, threshold: float, rows: list[dict
     """How many rows an export's per-group thresholds decided, and how many fell back to the overall one
     (their field missing, or a value the export has no threshold for)."""
     field, groups = thresholds_by["field"], thresholds_by["values"]
-    seen = Counter(str(field_value(row, field)) if field_value(row, field) is not None else None for row in rows)
+    seen = Counter(None if value is None else str(value) for value in (field_value(row, field) for row in rows))
     own = {value: n for value, n in seen.items() if value in groups}
     other = {value: n for value, n in seen.items() if value not in groups}
     line = (f"thresholds by {field}: {sum(own.values())} rows read their value's "

@@ -24,7 +24,7 @@ def main(composed: DictConfig) -> None:
 
     cfg = typed(composed)
     metrics = run_eval(cfg)
-    if not metrics:     # eval.export_only: nothing was scored
+    if cfg.eval.export_only:     # fitted and exported; nothing was scored
         return
     tracker = Tracker(cfg.logger, run_identity(cfg, cfg.output_dir, "eval"), to_container(cfg), cfg.output_dir,
                       enabled=True)

@@ -33,18 +33,24 @@ HEADS = ("unit", "token")
 
 
 @functools.cache
-def training_precision() -> str:
-    """What fine-tuning computes in on this CPU, and why: bf16 autocast where it is native, fp32 elsewhere."""
+def native_bf16() -> tuple[str, ...]:
+    """This CPU's native bf16 instructions (`models.builders.cpu_bf16_features`), probed once."""
     from models.builders import cpu_bf16_features
 
-    native = cpu_bf16_features()
-    if native:
-        return f"bf16 autocast ({', '.join(native)})"
+    return tuple(cpu_bf16_features())
+
+
+def training_precision() -> str:
+    """What fine-tuning computes in on this CPU, and why: bf16 autocast where it is native, fp32 elsewhere."""
+    if native_bf16():
+        return f"bf16 autocast ({', '.join(native_bf16())})"
     return "fp32 (this CPU has no native bf16: no AVX512-BF16, no AMX)"
 
 
 def training_autocast():
-    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=training_precision().startswith("bf16"))
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(native_bf16()))
+
+
 Spans = list[tuple[int, int]]      # hallucinated character spans of a unit's text; [] when it is supported
 
 

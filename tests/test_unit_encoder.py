@@ -117,14 +117,14 @@ def test_a_stopped_training_goes_on_from_its_last_epoch_and_ends_where_an_unstop
 def test_fine_tuning_computes_in_bf16_only_where_the_cpu_does_it_natively(native, monkeypatch):
     """Emulated bf16 (no AVX512-BF16, no AMX) is many times slower than fp32: there the encoder trains in fp32."""
     import models.builders
-    from models.unit_encoder import training_autocast, training_precision
+    from models.unit_encoder import native_bf16, training_autocast, training_precision
 
     monkeypatch.setattr(models.builders, "cpu_bf16_features", lambda: native)
-    training_precision.cache_clear()
+    native_bf16.cache_clear()
     try:
         with training_autocast():
             product = torch.ones(4, 4) @ torch.ones(4, 4)
         assert product.dtype == (torch.bfloat16 if native else torch.float32)
         assert training_precision().startswith("bf16" if native else "fp32 (this CPU has no native bf16")
     finally:
-        training_precision.cache_clear()
+        native_bf16.cache_clear()
