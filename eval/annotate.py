@@ -5,7 +5,9 @@
         judge.base_url=http://127.0.0.1:8000/v1 judge.model=NAME      # the export served (transformers serve)
 
 Input rows: `{"id"?, "source" | "documents", "response", "question"?}` (records of the schema are
-accepted too; their labels are ignored). One output row per input row, in input order:
+accepted too; their labels are ignored). An export with per-group thresholds reads their field (`meta.task_type`),
+a grounding export the task type (`meta.task_type`, else `task`): the command counts the rows that lack them.
+One output row per input row, in input order:
 `label` (`hallucinated` / `faithful`, or the ANAH type), `score` (a head's probability), `spans`
 (the flagged sentences as `[start, end)` offsets into the response, in Python string indices,
 with `text` and, where the annotator names one, `type`), a generative annotator's `correction`
@@ -186,7 +188,7 @@ class Annotated:
     rows: list[dict]              # the input rows, in order
     outputs: list[dict]           # the output file's rows, one per input row
     threshold: float | None       # the annotator's response threshold
-    thresholds_by: dict | None    # its thresholds per value of a record field (`eval.threshold_by`), if any
+    reads: list[str]              # what the annotator read of the rows' fields beyond source and response
 
 
 def annotate_file(cfg: AnnotateConfig) -> Annotated:
@@ -225,7 +227,20 @@ def annotate_file(cfg: AnnotateConfig) -> Annotated:
             bar.update(len(fresh))
     outputs = check_output(rows, output)
     return Annotated(len(rows) - written_before, [row for _, row in rows], outputs, annotator.spec.threshold,
-                     annotator.spec.thresholds_by or getattr(annotator.predictor, "thresholds_by", None))
+                     fields_read(annotator, rows, input_path))
+
+
+def fields_read(annotator: Annotator, rows: list[tuple[int, dict]], input_path: Path) -> list[str]:
+    """Lines saying how many rows carried the fields the annotator reads beyond source and response: the
+    record field its per-group thresholds are chosen by, a grounding export's task type."""
+    lines = []
+    by = annotator.spec.thresholds_by or getattr(annotator.predictor, "thresholds_by", None)
+    if by:
+        lines.append(threshold_groups_line(by, annotator.spec.threshold, [row for _, row in rows]))
+    if isinstance(annotator.predictor, GroundingAnnotator):
+        records = [annotator.record(row, f"{input_path}:{line}", f"r{k}") for k, (line, row) in enumerate(rows)]
+        lines.append(annotator.predictor.task_types_line(records))
+    return lines
 
 
 def threshold_groups_line(thresholds_by: dict, threshold: float, rows: list[dict]) -> str:
@@ -266,8 +281,8 @@ def main(composed: DictConfig) -> None:
     done = annotate_file(cfg)
     print(f"{cfg.output}: {done.written_now} rows annotated now, {len(done.rows)} in all; one row per input row, "
           "every span indexes its response")
-    if done.thresholds_by:
-        print(threshold_groups_line(done.thresholds_by, done.threshold, done.rows))
+    for line in done.reads:
+        print(line)
     output = Path(cfg.output)
     summary = write_summary(output, done.rows, done.outputs, done.threshold)
     page = write_annotated_page(output, done.rows, done.outputs)

@@ -83,6 +83,10 @@ def test_annotate_says_how_many_rows_the_exports_group_thresholds_did_not_decide
     assert done.returncode == 0, done.stderr[-2000:]
     assert ("thresholds by meta.task_type: 3 rows read their value's (QA 1, Summary 2); 2 rows have no value among "
             "['QA', 'Summary'] (Data2txt 1, no meta.task_type 1): the overall threshold") in done.stdout
+    assert ("task types (meta.task_type, else task): 2 rows of a type it was fitted on (Summary 2); 3 rows of none "
+            "of ['Summary'] (Data2txt 1, QA 1, summarization 1): scored with no task feature set") in done.stdout
+    assert "as one of ['Summary']: a row of another type is scored with no task feature set" in (
+        export / "README.md").read_text()
 
 
 @pytest.mark.parametrize("head,token_spans,token_threshold", [("unit", "whole_units", "0.5"),

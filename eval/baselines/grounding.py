@@ -72,7 +72,11 @@ def sentence_features(config: GroundingConfig) -> tuple[str, ...]:
             + (NEGATION_FEATURES if config.negation else ()) + (ENCODER_FEATURES if config.encoder else ()))
 
 
+TASK_TYPE_FIELD = "meta.task_type, else task"      # what `task_type` reads
+
+
 def task_type(rec: dict) -> str:
+    """The record's task type, which both models read as one-hot features (`GroundingModel.task_types`)."""
     return str((rec.get("meta") or {}).get("task_type") or rec.get("task") or "")
 
 
