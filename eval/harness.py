@@ -120,8 +120,8 @@ def _export_fitted_on_every_record(cfg: SFTConfig, run_dir: Path, report: str) -
     predictor = PREDICTORS[method.evaluation.method].from_config(method)
     predictor.prepare({"train": whole["train"], "val": whole["val"]}, fitted)
     _export(export, method.task, fitted / "grounding.json", whole["train"],
-            f"every record of {folded.root} ({folded.folds} folds measured it), {len(whole['val'])} of them held "
-            "out to choose its thresholds", report)
+            f"every record of {folded.root} but the {len(whole['val'])} held out to choose its thresholds "
+            f"({folded.folds} folds measured the recipe)", report)
     predictor.discard_checkpoints()
 
 

@@ -61,7 +61,7 @@ def _write_card(out: Path, spec: AnnotatorSpec, model: GroundingModel, held_out:
     readers = ", ".join(filter(None, [f"sentence encoder `{c.embedder}`" if c.embedder else None,
                                       f"causal LM `{c.lm}`" if c.lm else None,
                                       f"unit encoder fine-tuned from `{c.encoder}` ({len(model.encoders)} halves, "
-                                      f"{c.encoder_head} head, {c.encoder_epochs} epoch, lr {c.encoder_lr}, "
+                                      f"{c.encoder_head} head, {c.encoder_epochs:g} epochs, lr {c.encoder_lr:g}, "
                                       f"{c.encoder_evidence} source pieces a unit)" if c.encoder else None]))
     readers = readers or "none (words only)"
     flags = ", ".join(name for name in ("stem", "negation", "word_odds") if getattr(c, name)) or "none"
