@@ -41,6 +41,7 @@ from data_builders.model_inputs.anah_prompts import SourceIndex
 from data_builders.model_inputs.collate import prompt_ids
 from data_builders.model_inputs.pairs import uses_pairs
 from data_builders.records import TASKS, RecordError, iter_jsonl, read_jsonl, read_jsonl_to_append
+from eval.baselines.grounding import TASK_TYPE_FIELD, task_type
 from eval.baselines.grounding_export import GROUNDING, GroundingAnnotator
 from eval.predictors import AnnotatorPredictor, Inference
 from eval.reports.annotation_page import write_annotated_page
@@ -239,7 +240,7 @@ def fields_read(annotator: Annotator, rows: list[tuple[int, dict]], input_path: 
         lines.append(threshold_groups_line(by, annotator.spec.threshold, [row for _, row in rows]))
     if isinstance(annotator.predictor, GroundingAnnotator):
         records = [annotator.record(row, f"{input_path}:{line}", f"r{k}") for k, (line, row) in enumerate(rows)]
-        lines.append(annotator.predictor.task_types_line(records))
+        lines.append(task_types_line(annotator.predictor.model.task_types, records))
     return lines
 
 
@@ -247,16 +248,34 @@ def threshold_groups_line(thresholds_by: dict, threshold: float, rows: list[dict
     """How many rows an export's per-group thresholds decided, and how many fell back to the overall one
     (their field missing, or a value the export has no threshold for)."""
     field, groups = thresholds_by["field"], thresholds_by["values"]
-    seen = Counter(None if value is None else str(value) for value in (field_value(row, field) for row in rows))
-    own = {value: n for value, n in seen.items() if value in groups}
-    other = {value: n for value, n in seen.items() if value not in groups}
-    line = (f"thresholds by {field}: {sum(own.values())} rows read their value's "
-            f"({', '.join(f'{v} {n}' for v, n in sorted(own.items())) or 'none'})")
+    own, other = _split(Counter(None if value is None else str(value)
+                                for value in (field_value(row, field) for row in rows)), groups)
+    line = f"thresholds by {field}: {sum(own.values())} rows read their value's ({_listed(own, '')})"
     if other:
-        named = ", ".join(f"{'no ' + field if v is None else v} {n}" for v, n in sorted(other.items(), key=str))
-        line += (f"; {sum(other.values())} rows have no value among {sorted(groups)} ({named}): the overall "
-                 f"threshold {threshold:.4f} decided them")
+        line += (f"; {sum(other.values())} rows have no value among {sorted(groups)} "
+                 f"({_listed(other, 'no ' + field)}): the overall threshold {threshold:.4f} decided them")
     return line
+
+
+def task_types_line(task_types: list[str], records: list[dict]) -> str:
+    """How many records are of a task type a grounding export was fitted on, and which are not (it scores those
+    with every task feature zero, as it never scored a training record)."""
+    own, other = _split(Counter(task_type(rec) for rec in records), task_types)
+    line = f"task types ({TASK_TYPE_FIELD}): {sum(own.values())} rows of a type it was fitted on ({_listed(own, '')})"
+    if other:
+        line += (f"; {sum(other.values())} rows of none of {task_types} ({_listed(other, repr(''))}): scored with no "
+                 "task feature set, as no training record was")
+    return line
+
+
+def _split(counts: Counter, known) -> tuple[dict, dict]:
+    """`counts` split into the values among `known` and the others."""
+    return ({v: n for v, n in counts.items() if v in known}, {v: n for v, n in counts.items() if v not in known})
+
+
+def _listed(counts: dict, missing: str) -> str:
+    """`value n, ...` in order of value, a missing value (None, '') named `missing`; 'none' for no values."""
+    return ", ".join(f"{v or missing} {n}" for v, n in sorted(counts.items(), key=str)) or "none"
 
 
 def check_output(rows: list[tuple[int, dict]], output: Path) -> list[dict]:

@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 from configs.schema import TaskConfig
-from eval.baselines.grounding import TASK_TYPE_FIELD, GroundingModel, task_type
+from eval.baselines.grounding import TASK_TYPE_FIELD, GroundingModel
 from models.export_spec import CARD_FILE, AnnotatorSpec
 from models.kinds import kind_of
 
@@ -97,20 +97,6 @@ class GroundingAnnotator:
         self.model = GroundingModel.load(Path(path) / MODEL_FILE)
         self.kind = kind_of("discriminative")
         self.threshold = self.model.threshold
-
-    def task_types_line(self, records: list[dict]) -> str:
-        """How many records are of a task type the model was fitted on, and which are not (it scores those with
-        every task feature zero, as it never scored a training record)."""
-        types = Counter(task_type(rec) for rec in records)
-        known = {t: n for t, n in types.items() if t in self.model.task_types}
-        other = {t: n for t, n in types.items() if t not in self.model.task_types}
-        line = (f"task types ({TASK_TYPE_FIELD}): {sum(known.values())} rows of a type it was fitted on "
-                f"({', '.join(f'{t} {n}' for t, n in sorted(known.items())) or 'none'})")
-        if other:
-            line += (f"; {sum(other.values())} rows of none of {self.model.task_types} "
-                     f"({', '.join(f'{t or repr(t)} {n}' for t, n in sorted(other.items()))}): scored with no task "
-                     "feature set, as no training record was")
-        return line
 
     def rows(self, records: list[dict], progress: bool | None = None) -> list[dict]:
         rows = []
