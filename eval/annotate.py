@@ -35,7 +35,7 @@ from omegaconf import DictConfig
 
 import configs.schema  # noqa: F401  (registers the schemas)
 from configs.schema import AnnotateConfig, JudgeConfig, VllmConfig, typed
-from data_builders.common.progress import progress
+from data_builders.common.progress import progress, quiet_libraries
 from data_builders.common.user_errors import reports_user_errors
 from data_builders.model_inputs.anah_prompts import SourceIndex
 from data_builders.model_inputs.collate import prompt_ids
@@ -297,6 +297,7 @@ def check_output(rows: list[tuple[int, dict]], output: Path) -> list[dict]:
 @reports_user_errors("eval.annotate")
 def main(composed: DictConfig) -> None:
     cfg = typed(composed)
+    quiet_libraries(verbose=False)
     done = annotate_file(cfg)
     print(f"{cfg.output}: {done.written_now} rows annotated now, {len(done.rows)} in all; one row per input row, "
           "every span indexes its response")

@@ -12,6 +12,7 @@ import hydra
 from omegaconf import DictConfig
 
 from configs.schema import to_container, typed  # (importing it registers the structured schemas)
+from data_builders.common.progress import quiet_libraries
 from data_builders.common.user_errors import reports_user_errors
 from eval.reports.tracking import Tracker, run_identity
 from eval.reports.writer import read_rows
@@ -23,6 +24,7 @@ def main(composed: DictConfig) -> None:
     from eval.harness import run_eval
 
     cfg = typed(composed)
+    quiet_libraries(cfg.trainer.verbose)
     metrics = run_eval(cfg)
     if cfg.eval.export_only:     # fitted and exported; nothing was scored
         return

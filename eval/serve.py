@@ -47,6 +47,7 @@ except ImportError as missing:            # an install without the serve extra
     raise SystemExit(f"hallu serve needs FastAPI and uvicorn ({missing}): pip install -e '.[serve]'") from None
 
 from data_builders.common.logs import configure_logging
+from data_builders.common.progress import quiet_libraries
 from eval.annotate import Annotator, row_problem
 from eval.reports.annotation_page import write_annotated_page
 from eval.reports.annotation_summary import write_summary
@@ -328,6 +329,7 @@ def main(argv: list[str] | None = None) -> None:
                        default=getattr(defaults, name))
     args = p.parse_args(argv)
     configure_logging()
+    quiet_libraries(verbose=False)
     api_key = None
     if args.api_key_env:
         api_key = os.environ.get(args.api_key_env)

@@ -21,6 +21,7 @@ def _eval(*overrides) -> subprocess.CompletedProcess:
     done = subprocess.run([sys.executable, "eval/run.py", "+exp=ragtruth_grounding", *overrides], cwd=REPO,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "Loading weights" not in done.stderr          # transformers' redrawn bar, in a log, for each encoder read
     return done
 
 
@@ -31,6 +32,7 @@ def _annotate(export, rows, out) -> list[dict]:
                            f"input={out.with_suffix('.in.jsonl')}", f"output={out}", "progress=false"],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+    assert "Loading weights" not in done.stderr
     return [json.loads(line) for line in out.read_text().splitlines()]
 
 

@@ -1,7 +1,7 @@
 """Library chatter a user does not need on every run, kept back unless `trainer.verbose=true`:
 DeepSpeed's compiler probes (the gcc lines of its async-io check, printed at import by every rank),
-its "deepspeed_shm_comm_op built successfully" (every rank, at init), and transformers' progress
-bars for writing and loading a model of one or two files."""
+and its "deepspeed_shm_comm_op built successfully" (every rank, at init). transformers' per-file progress
+bars are `data_builders/common/progress.py::quiet_libraries`."""
 from __future__ import annotations
 
 import os
@@ -29,10 +29,3 @@ def held_stdout(verbose: bool) -> Iterator[None]:
             os.dup2(saved, 1)
             os.close(saved)
 
-
-def quiet_libraries(verbose: bool) -> None:
-    """transformers' per-file progress bars (writing shards, loading weights) off unless `verbose`."""
-    if not verbose:
-        from transformers.utils import logging
-
-        logging.disable_progress_bar()

@@ -20,12 +20,12 @@ if TYPE_CHECKING:
 @hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
 @reports_user_errors("train/sft.py")
 def main(composed: DictConfig) -> None:
+    from data_builders.common.progress import quiet_libraries
     from train.cross_validation import train_folds
     from train.data import check_run_config
     from train.distributed import init_distributed, teardown
     from train.memory_plan import RunPlan
     from train.parallel_dims import launched_world_size, sp_sizes
-    from train.quiet import quiet_libraries
     from train.trainer import Trainer
 
     cfg = typed(composed)

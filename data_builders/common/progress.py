@@ -1,6 +1,7 @@
 """Progress of long work: tqdm's redrawn bar on a terminal; where stderr is a file (a SLURM `.out`, a CI
 log) a plain line now and then instead (as HF's Trainer and Lightning log), so that a log holds lines,
-not thousands of carriage-return redraws. `HALLU_PROGRESS_EVERY_S` sets the seconds between lines."""
+not thousands of carriage-return redraws. `HALLU_PROGRESS_EVERY_S` sets the seconds between lines.
+Libraries' own bars for a model of one or two files (writing shards, loading weights) are off (`quiet_libraries`)."""
 from __future__ import annotations
 
 import os
@@ -23,6 +24,15 @@ def progress(iterable: Iterable | None = None, *, total: int | None = None, desc
                     dynamic_ncols=True, file=stream)
     every_s = float(os.environ.get("HALLU_PROGRESS_EVERY_S", DEFAULT_EVERY_S))
     return LineProgress(iterable, total, desc, initial, unit, every_s, stream)
+
+
+def quiet_libraries(verbose: bool) -> None:
+    """transformers' per-file progress bars (writing shards, loading weights) off unless `verbose`: they say
+    nothing about a load of seconds, and in a log they are carriage-return redraws."""
+    if not verbose:
+        from transformers.utils import logging
+
+        logging.disable_progress_bar()
 
 
 def _clock(seconds: float) -> str:

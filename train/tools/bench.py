@@ -32,6 +32,7 @@ from hydra import compose, initialize_config_dir
 
 import configs.schema  # noqa: F401  (registers the schemas)
 from configs.schema import typed
+from data_builders.common.progress import quiet_libraries
 from data_builders.model_inputs.collate import encode_sample, pack_samples, padded_fraction, prompt_ids
 from data_builders.records import read_records, write_jsonl
 from data_builders.sources import DataRequest, build_records
@@ -48,7 +49,6 @@ from train.data import plan_stage, stage_samples
 from train.distributed import free_port, init_distributed, teardown
 from train.engine import build_engine, release_engine
 from train.loop import StageContext, train_step
-from train.quiet import quiet_libraries
 from train.run_dir import read_train_log
 from train.tools.bench_loss import measure as bench_loss
 from train.tools.bench_loss import row as loss_row
