@@ -101,21 +101,26 @@ def check_evaluation(evaluation: EvalConfig, data: DataConfig, task: TaskConfig)
         raise ConfigError(f"eval.method=grounding reads records with a source and a response: it needs "
                           f"data.source=records, found data.source={data.source}")
     g = evaluation.grounding
-    if method == EvalMethod.grounding and g.encoder and g.choose_among:
-        raise ConfigError("eval.grounding.encoder fine-tunes two encoders in every fit, and "
+    tuned = "encoder_from" if g.encoder_from else "encoder"
+    if method == EvalMethod.grounding and (g.encoder or g.encoder_from) and g.choose_among:
+        raise ConfigError(f"eval.grounding.{tuned} fine-tunes two encoders in every fit, and "
                           "eval.grounding.choose_among fits once per candidate and inner fold: unset one of them")
     encoder_only = {"encoder_twins": g.encoder_twins, "encoder_head": g.encoder_head != EncoderHead.unit,
                     "encoder_edited_spans": g.encoder_edited_spans, "encoder_patience": g.encoder_patience is not None}
     if g.encoder_fitted:
         _check_fitted_encoder(g, encoder_only)
+    if g.encoder_from and g.encoder:
+        raise ConfigError(f"eval.grounding.encoder_from={g.encoder_from} goes on fine-tuning the unit encoders fitted "
+                          f"there, and eval.grounding.encoder={g.encoder} fine-tunes new ones: unset one of them")
     for key, set_ in encoder_only.items():
-        if set_ and not g.encoder and not g.encoder_fitted:
+        if set_ and not g.encoder and not g.encoder_fitted and not g.encoder_from:
             raise ConfigError(f"eval.grounding.{key}={getattr(g, key)} shapes how the unit encoder learns: it needs "
                               "eval.grounding.encoder (embedded:minilm, say), found none")
     if g.encoder_patience is not None and g.encoder_patience < 1:
         raise ConfigError(f"eval.grounding.encoder_patience: expected the epochs without a better validation figure "
                           f"before stopping, at least 1 (or null: no early stopping), found {g.encoder_patience}")
-    if g.encoder_token_spans != TokenSpans.whole_units and g.encoder_head != EncoderHead.token and not g.encoder_fitted:
+    saved_head = g.encoder_fitted or g.encoder_from      # the head is the saved encoders'
+    if g.encoder_token_spans != TokenSpans.whole_units and g.encoder_head != EncoderHead.token and not saved_head:
         raise ConfigError(f"eval.grounding.encoder_token_spans={g.encoder_token_spans} marks the tokens the token head "
                           f"marks: it needs eval.grounding.encoder_head=token, found {g.encoder_head}")
     if g.encoder_token_threshold is not None and not 0 < g.encoder_token_threshold < 1:
@@ -171,9 +176,11 @@ def check_task(task: TaskConfig) -> None:
 
 def _check_fitted_encoder(g: GroundingConfig, encoder_only: dict[str, bool]) -> None:
     """eval.grounding.encoder_fitted reads encoders fitted elsewhere: nothing here may say how to fine-tune one."""
-    if g.encoder:
+    if g.encoder or g.encoder_from:
+        tuning = f"encoder={g.encoder} fine-tunes new ones" if g.encoder else \
+            f"encoder_from={g.encoder_from} fine-tunes those fitted there"
         raise ConfigError(f"eval.grounding.encoder_fitted={g.encoder_fitted} reads the unit encoders fitted there, and "
-                          f"eval.grounding.encoder={g.encoder} fine-tunes new ones: unset one of them")
+                          f"eval.grounding.{tuning}: unset one of them")
     for key, set_ in encoder_only.items():
         if set_:
             raise ConfigError(f"eval.grounding.{key}={getattr(g, key)} shapes how a unit encoder learns, and "

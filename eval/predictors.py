@@ -362,10 +362,11 @@ class GroundingPredictor:
 
     def __init__(self, grounding: GroundingConfig, inference: Inference, data_root: str | None = None,
                  fold_by: str = "source"):
-        if grounding.encoder_fitted:
-            from eval.baselines.grounding import fitted_encoder_config
+        if grounding.encoder_fitted or grounding.encoder_from:
+            from eval.baselines.grounding import continued_encoder_config, fitted_encoder_config
 
-            grounding = fitted_encoder_config(grounding)
+            resolve = fitted_encoder_config if grounding.encoder_fitted else continued_encoder_config
+            grounding = resolve(grounding)
         self.grounding, self.inference, self.data_root, self.fold_by = grounding, inference, data_root, fold_by
         self.choice: dict | None = None     # with eval.grounding.choose_among: what was chosen, and why
         self.checkpoints: Path | None = None     # where the unit encoders save their training (`prepare`'s out)

@@ -165,20 +165,20 @@ def positive_share(model: UnitEncoder, pairs: list[tuple[str, str]], spans: list
 
 def fit_unit_encoder(path: str, pairs: list[tuple[str, str]], spans: list[Spans], training: EncoderTraining,
                      seed: int, desc: str = "unit encoder", validation: Validation | None = None,
-                     checkpoint: Path | None = None) -> UnitEncoder:
-    """`path`'s encoder with a fresh head (`training.head`), fine-tuned on the pairs and their units'
-    hallucinated spans (binary cross-entropy, the positives weighted by the negatives' share), in eval mode on
-    return. With `validation` and `training.patience`, read after each epoch: training stops after `patience`
-    epochs without a better ROC AUC and the best epoch's weights are returned; `model.curve` holds the figures.
-    With `checkpoint` (a directory), the state is saved there after each epoch and the finished encoder when done,
-    and a later call with the same arguments goes on from them (`Checkpoint`)."""
+                     checkpoint: Path | None = None, head: dict[str, torch.Tensor] | None = None) -> UnitEncoder:
+    """`path`'s encoder with a fresh head (`training.head`), or `head`'s weights where given, fine-tuned on the
+    pairs and their units' hallucinated spans (binary cross-entropy, the positives weighted by the negatives'
+    share), in eval mode on return. With `validation` and `training.patience`, read after each epoch: training stops
+    after `patience` epochs without a better ROC AUC and the best epoch's weights are returned; `model.curve` holds
+    the figures. With `checkpoint` (a directory), the state is saved there after each epoch and the finished encoder
+    when done, and a later call with the same arguments goes on from them (`Checkpoint`)."""
     saved = Checkpoint(checkpoint, path, pairs, spans, training, seed, validation) if checkpoint else None
     if saved and saved.finished():
         print(f"{desc}: finished by an earlier run, read from {saved.directory}", flush=True)
         return saved.load_finished(training)
     torch.manual_seed(seed)
     print(f"{desc}: fine-tuned in {training_precision()}", flush=True)
-    model = UnitEncoder(path, max_len=training.max_len, kind=training.head).train()
+    model = UnitEncoder(path, head, max_len=training.max_len, kind=training.head).train()
     positive = positive_share(model, pairs, spans, desc)
     pos_weight = torch.tensor((1 - positive) / positive)
     per_epoch = math.ceil(len(pairs) / training.batch_size)

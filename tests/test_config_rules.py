@@ -57,6 +57,19 @@ def test_an_evaluation_config_is_refused_from_the_config_alone():
                                           "eval.grounding.encoder=embedded:minilm fine-tunes new ones"):
         check("eval.method=grounding", "data.source=records", "eval.grounding.encoder=embedded:minilm",
               "eval.grounding.encoder_fitted=elsewhere")
+    with pytest.raises(ConfigError, match="encoder_from=elsewhere goes on fine-tuning .* and "
+                                          "eval.grounding.encoder=embedded:minilm fine-tunes new ones"):
+        check("eval.method=grounding", "data.source=records", "eval.grounding.encoder=embedded:minilm",
+              "eval.grounding.encoder_from=elsewhere")
+    with pytest.raises(ConfigError, match="encoder_fitted=there reads .*encoder_from=elsewhere fine-tunes those"):
+        check("eval.method=grounding", "data.source=records", "eval.grounding.encoder_fitted=there",
+              "eval.grounding.encoder_from=elsewhere")
+    with pytest.raises(ConfigError, match="eval.grounding.encoder_from fine-tunes .* eval.grounding.choose_among"):
+        check("eval.method=grounding", "data.source=records", "eval.grounding.encoder_from=elsewhere",
+              "eval.grounding.choose_among=[plain,stem]")
+    check("eval.method=grounding", "data.source=records", "eval.grounding.encoder_from=elsewhere",
+          "eval.grounding.encoder_patience=1", "eval.grounding.encoder_twins=1",
+          "eval.grounding.encoder_token_spans=anywhere")       # how they go on learning; the head is theirs
     with pytest.raises(ConfigError, match="encoder_patience=1 shapes how a unit encoder learns, and "
                                           "eval.grounding.encoder_fitted=elsewhere reads encoders already fitted"):
         check("eval.method=grounding", "data.source=records", "eval.grounding.encoder_fitted=elsewhere",

@@ -465,6 +465,46 @@ def test_encoders_fitted_by_another_run_are_read_as_they_are_on_every_unit(tiny_
                                               encoder_token_spans=TokenSpans.anywhere))
 
 
+def test_encoders_fitted_elsewhere_go_on_from_their_weights_on_the_sources_neither_saw(tiny_unit_encoder, tmp_path):
+    from data_builders.folds import source_key
+    from eval.baselines.grounding import continued_encoder_config, fit_unit_encoders, held_out_readers, unit_pairs
+    from models.unit_encoder import unit_logits
+
+    elsewhere = fit(synthetic(24, 0), GroundingConfig(encoder=str(tiny_unit_encoder), encoder_epochs=2.0,
+                                                      encoder_lr=1e-3, encoder_max_len=96))
+    (tmp_path / "other").mkdir()
+    elsewhere.save(tmp_path / "other" / "grounding.json", {})
+    config = continued_encoder_config(GroundingConfig(encoder_from=str(tmp_path / "other"), encoder_lr=0.0))
+    assert (config.encoder, config.encoder_max_len, config.encoder_epochs) == (str(tiny_unit_encoder), 96, 1.0)
+    seen, own = synthetic(24, 0)[:8], synthetic(24, 1)
+    encoders, held_out = fit_unit_encoders(own + seen, config, tmp_path / "checkpoints")
+    for start, encoder in zip(elsewhere.encoders, encoders):     # at lr 0 each is its start: weights and head
+        assert unit_logits([encoder], unit_pairs(own[0], config)) == pytest.approx(
+            unit_logits([start], unit_pairs(own[0], config)), abs=1e-5)
+        assert set(start.sources) < set(encoder.sources)
+    trained_on = [set(e.sources) - set(s.sources) for s, e in zip(elsewhere.encoders, encoders)]
+    assert trained_on[0] | trained_on[1] == {source_key(r) for r in own} and not trained_on[0] & trained_on[1]
+    readers = held_out_readers(own + seen, config, encoders)
+    for rec in own + seen:
+        unseen = [e for e in encoders if source_key(rec) not in e.sources]
+        assert len(unseen) == 1 and readers[rec["id"]] == unseen
+        assert held_out[rec["id"]] == unit_logits(unseen, unit_pairs(rec, config))
+    model = fit(own + seen, config, (encoders, held_out))
+    model.save(tmp_path / "grounding.json", {})
+    saved = json.loads((tmp_path / "grounding.json").read_text())["encoder"]
+    assert saved["continued_from"] == str(tmp_path / "other") and "went on fine-tuning" in saved["fitted"]
+
+    learning = replace(config, encoder_lr=1e-3)
+    moved = fit_unit_encoders(own, learning, tmp_path / "learning")[0][0]
+    assert unit_logits([moved], unit_pairs(own[0], config)) != pytest.approx(
+        unit_logits([elsewhere.encoders[0]], unit_pairs(own[0], config)), abs=1e-5)
+    with pytest.raises(GroundingError, match="encoder_from goes on training the head they have"):
+        continued_encoder_config(replace(learning, encoder_from=str(tmp_path / "other"),
+                                         encoder_head=EncoderHead.token))
+    with pytest.raises(GroundingError, match=r"\(eval.grounding.encoder_from\): expected a grounding run's"):
+        continued_encoder_config(GroundingConfig(encoder_from=str(tmp_path / "nothing")))
+
+
 def test_with_patience_each_encoder_stops_on_units_of_the_half_it_never_trains_on(tiny_unit_encoder, tmp_path,
                                                                                   monkeypatch):
     import eval.baselines.grounding as grounding

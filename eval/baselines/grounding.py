@@ -260,26 +260,60 @@ def fit_unit_encoders(train: list[dict], config: GroundingConfig, checkpoints: P
     each training record's unit logits from the encoder that never saw its part: a training unit's feature is then
     what a test unit's is (read by encoders that saw none of its source), not a memorised label. Test units read
     the two's mean. With `encoder_patience`, each stops early on a sample of the other part's units. With
-    `checkpoints`, each saves its training there after each epoch, and a stopped run goes on from it."""
-    from models.builders import resolve_model_path
+    `checkpoints`, each saves its training there after each epoch, and a stopped run goes on from it. With
+    `encoder_from`, the two go on from the encoders fitted there, each on its part of the records of sources
+    neither saw; a record of a source one saw is read by the other."""
     from models.unit_encoder import EncoderTraining, fit_unit_encoder, unit_logits
 
-    parts = encoder_parts(train, config)
+    starts = encoder_starts(config)
+    seen = set().union(*(start.sources for start in starts))
+    own = [r for r in train if source_key(r) not in seen]
+    parts = encoder_parts(own, config)
     training = EncoderTraining(config.encoder_epochs, config.encoder_lr, config.encoder_max_len,
                                head=str(config.encoder_head), patience=config.encoder_patience)
-    path = resolve_model_path(config.encoder, key="eval.grounding.encoder")
     encoders = []
-    for i, (part, other) in enumerate(zip(parts, reversed(parts))):
+    for i, (part, other, start) in enumerate(zip(parts, reversed(parts), starts)):
         pairs, spans = encoder_examples(part + encoder_twins(part, config, i), config,
                                         f"unit encoder {i + 1} of 2: its units and their evidence")
-        encoders.append(fit_unit_encoder(path, pairs, spans, training, seed=i, desc=f"unit encoder {i + 1} of 2",
+        encoders.append(fit_unit_encoder(start.path, pairs, spans, training, seed=i, desc=f"unit encoder {i + 1} of 2",
                                          validation=config.encoder_patience and validation_units(other, config, i),
-                                         checkpoint=checkpoints and checkpoints / f"encoder_{i + 1}"))
-        encoders[-1].sources = sorted({source_key(r) for r in part})
+                                         checkpoint=checkpoints and checkpoints / f"encoder_{i + 1}", head=start.head))
+        encoders[-1].sources = sorted(start.sources | {source_key(r) for r in part})
     held_out = {rec["id"]: unit_logits([encoder], unit_pairs(rec, config))
                 for encoder, other in zip(encoders, reversed(parts))
                 for rec in progress(other, desc="unit encoders: the other half's logits")}
+    seen_before = [r for r in train if source_key(r) in seen]
+    for rec in progress(seen_before, desc="unit encoders: logits of the records they saw before, by the other"):
+        held_out[rec["id"]] = unit_logits(unseen_by(rec, encoders), unit_pairs(rec, config))
     return encoders, held_out
+
+
+@dataclass(frozen=True)
+class EncoderStart:
+    """Where a fit's unit encoder starts: a pretrained encoder with a fresh head, or (`encoder_from`) an encoder
+    fitted before, with its head and the sources it was fine-tuned on."""
+    path: str
+    head: dict | None = None
+    sources: frozenset[str] = frozenset()
+
+
+def encoder_starts(config: GroundingConfig) -> list[EncoderStart]:
+    """The two encoders' starting points: `encoder` for both, or `encoder_from`'s first and second."""
+    from safetensors.torch import load_file
+
+    from models.builders import resolve_model_path
+    from models.unit_encoder import HEAD_FILE
+
+    if not config.encoder_from:
+        path = resolve_model_path(config.encoder, key="eval.grounding.encoder")
+        return [EncoderStart(path), EncoderStart(path)]
+    path, entry = saved_encoder(config.encoder_from, "encoder_from")
+    if len(entry["dirs"]) != 2 or not entry.get("sources"):
+        raise GroundingError(f"{path}: eval.grounding.encoder_from goes on fine-tuning two encoders, each on records "
+                             f"of sources neither saw: expected two, each with the sources it saw (`sources`), found "
+                             f"{len(entry['dirs'])} and {'their' if entry.get('sources') else 'no'} sources")
+    return [EncoderStart(str(path.parent / d), load_file(str(path.parent / d / HEAD_FILE)), frozenset(sources))
+            for d, sources in zip(entry["dirs"], entry["sources"])]
 
 
 def unit_encoders(train: list[dict], config: GroundingConfig, checkpoints: Path | None = None) -> Encoders:
@@ -295,22 +329,45 @@ def fitted_encoder_config(config: GroundingConfig) -> GroundingConfig:
     fold directory or an export): the encoders are read as that model reads them."""
     from dataclasses import replace
 
-    path = Path(config.encoder_fitted) / "grounding.json"
+    path, encoder = saved_encoder(config.encoder_fitted, "encoder_fitted")
+    return replace(config, encoder=encoder["name"], encoder_evidence=encoder["evidence"],
+                   encoder_epochs=encoder["epochs"], encoder_lr=encoder["lr"], encoder_max_len=encoder["max_len"],
+                   encoder_head=saved_head(path, encoder, config))
+
+
+def continued_encoder_config(config: GroundingConfig) -> GroundingConfig:
+    """`config` with the unit-encoder settings that `config.encoder_from`'s encoders were fitted with (base model,
+    head, evidence, length); how they go on learning (epochs, lr, patience, twins) stays `config`'s."""
+    from dataclasses import replace
+
+    path, encoder = saved_encoder(config.encoder_from, "encoder_from")
+    head = saved_head(path, encoder, config)
+    if config.encoder_head not in (EncoderHead.unit, head):
+        raise GroundingError(f"{path}: its encoders have a {head} head, and eval.grounding.encoder_head="
+                             f"{config.encoder_head}: encoder_from goes on training the head they have")
+    return replace(config, encoder=encoder["name"], encoder_evidence=encoder["evidence"],
+                   encoder_max_len=encoder["max_len"], encoder_head=head)
+
+
+def saved_encoder(directory: str, key: str) -> tuple[Path, dict]:
+    """The grounding.json in `directory` (eval.grounding.`key`) and its `encoder` entry, or why there is none."""
+    path = Path(directory) / "grounding.json"
     if not path.is_file():
-        raise GroundingError(f"{config.encoder_fitted} (eval.grounding.encoder_fitted): expected a grounding run's "
-                             f"fold directory or an export holding grounding.json and its unit encoders, found no "
-                             f"{path}")
+        raise GroundingError(f"{directory} (eval.grounding.{key}): expected a grounding run's fold directory or an "
+                             f"export holding grounding.json and its unit encoders, found no {path}")
     encoder = json.loads(path.read_text(encoding="utf-8")).get("encoder")
     if not encoder:
         raise GroundingError(f"{path}: its model reads no unit encoder (no 'encoder' entry); "
-                             "eval.grounding.encoder_fitted needs one fitted with eval.grounding.encoder")
+                             f"eval.grounding.{key} needs one fitted with eval.grounding.encoder")
+    return path, encoder
+
+
+def saved_head(path: Path, encoder: dict, config: GroundingConfig) -> EncoderHead:
     head = EncoderHead(encoder.get("head", "unit"))
     if config.encoder_token_spans != TokenSpans.whole_units and head != EncoderHead.token:
         raise GroundingError(f"{path}: its encoders have a {head} head, and eval.grounding's encoder_token_spans="
                              f"{config.encoder_token_spans} marks the tokens a token head marks: use whole_units")
-    return replace(config, encoder=encoder["name"], encoder_evidence=encoder["evidence"],
-                   encoder_epochs=encoder["epochs"], encoder_lr=encoder["lr"], encoder_max_len=encoder["max_len"],
-                   encoder_head=head)
+    return head
 
 
 _FITTED_READS: dict[tuple, tuple[list, dict]] = {}   # per process: the folds of a launch read each record once
@@ -358,9 +415,12 @@ def _read_key(rec: dict) -> tuple:
 
 def held_out_readers(records: list[dict], config: GroundingConfig, encoders: list) -> dict[str, list]:
     """Each of the records the encoders were fitted on (`fit_unit_encoders`), with the one encoder that never saw
-    it: what reads its tokens when a token threshold is chosen on them (cross-fitted)."""
-    parts = encoder_parts(records, config)
-    return {rec["id"]: [encoders[1 - i]] for i, part in enumerate(parts) for rec in part}
+    it (with `encoder_from`, a record its start saw by `unseen_by`): what reads its tokens when a token threshold
+    is chosen on them (cross-fitted)."""
+    seen = set().union(*(start.sources for start in encoder_starts(config))) if config.encoder_from else set()
+    parts = encoder_parts([r for r in records if source_key(r) not in seen], config)
+    return {**{rec["id"]: unseen_by(rec, encoders) for rec in records if source_key(rec) in seen},
+            **{rec["id"]: [encoders[1 - i]] for i, part in enumerate(parts) for rec in part}}
 
 
 def encoder_examples(records: list[dict], config: GroundingConfig, desc: str) -> tuple[list, list]:
@@ -608,6 +668,10 @@ class GroundingModel:
             return (f"read as fitted in {self.config.encoder_fitted}, not fine-tuned by the run that fitted this model "
                     "(a record whose source one of them was fine-tuned on is read by the other alone)")
         by = self.config.cross_fit_by
+        if self.config.encoder_from:
+            return (f"went on fine-tuning the two in {self.config.encoder_from}, each on the units of half the train "
+                    f"{f'values of {by}' if by else 'sources'} neither saw; a training unit's logit from one that "
+                    "never saw its source")
         return f"each on the units of half the train {f'values of {by}' if by else 'sources'}; a training unit's " \
                "logit from the other"
 
@@ -640,7 +704,7 @@ class GroundingModel:
                     "edited_spans": self.config.encoder_edited_spans, "dirs": list(ENCODER_DIRS[:len(self.encoders)]),
                     "token_spans": str(self.config.encoder_token_spans),
                     "patience": self.config.encoder_patience, "curves": [e.curve for e in self.encoders],
-                    "sources": [e.sources for e in self.encoders],
+                    "sources": [e.sources for e in self.encoders], "continued_from": self.config.encoder_from,
                     "fitted": self.encoders_fitted()},
                 **{part: {**vars(getattr(self, part)), "features": names[part]} if getattr(self, part) else None
                    for part in names}}
