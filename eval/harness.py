@@ -119,9 +119,11 @@ def _export_fitted_on_every_record(cfg: SFTConfig, run_dir: Path, report: str) -
     fitted.mkdir(parents=True, exist_ok=True)
     predictor = PREDICTORS[method.evaluation.method].from_config(method)
     predictor.prepare({"train": whole["train"], "val": whole["val"]}, fitted)
-    _export(export, method.task, fitted / "grounding.json", whole["train"],
-            f"every record of {folded.root} but the {len(whole['val'])} held out to choose its thresholds "
-            f"({folded.folds} folds measured the recipe)", report)
+    by = method.evaluation.grounding.cross_fit_by
+    how = (f"every record of {folded.root}, its thresholds chosen on their scores cross-fitted by {by}" if by else
+           f"every record of {folded.root} but the {len(whole['val'])} held out to choose its thresholds")
+    _export(export, method.task, fitted / "grounding.json", whole["train"] + (whole["val"] if by else []),
+            f"{how} ({folded.folds} folds measured the recipe)", report)
     predictor.discard_checkpoints()
 
 

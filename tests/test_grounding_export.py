@@ -186,6 +186,15 @@ def test_export_only_fits_on_every_record_without_the_folds_and_ships_what_a_ful
     assert "Per fold" in (tmp_path / "again" / "README.md").read_text()
 
 
+def test_a_cross_fitted_export_says_it_was_fitted_on_every_record(tmp_path, cross_validated):
+    data = cross_validated[0]
+    _eval(f"data.root={data}", f"output_dir={tmp_path / 'run'}", f"eval.export={tmp_path / 'export'}",
+          "eval.export_only=true", "eval.grounding.cross_fit_by=meta.source_id")
+    training = AnnotatorSpec.load(tmp_path / "export").training
+    assert training["records"] == 150 and "thresholds chosen on their scores cross-fitted by meta.source_id" in \
+        training["fitted"]
+
+
 def test_eval_export_is_refused_for_a_method_that_fits_nothing(tmp_path):
     done = subprocess.run([sys.executable, "eval/run.py", "+exp=ragtruth_grounding", "eval.method=nli",
                            f"eval.export={tmp_path}", f"data.root={tmp_path}"], cwd=REPO, capture_output=True,
