@@ -417,7 +417,8 @@ def held_out_readers(records: list[dict], config: GroundingConfig, encoders: lis
     """Each of the records the encoders were fitted on (`fit_unit_encoders`), with the one encoder that never saw
     it (with `encoder_from`, a record its start saw by `unseen_by`): what reads its tokens when a token threshold
     is chosen on them (cross-fitted)."""
-    seen = set().union(*(start.sources for start in encoder_starts(config))) if config.encoder_from else set()
+    seen = set().union(*saved_encoder(config.encoder_from, "encoder_from")[1]["sources"]) if config.encoder_from \
+        else set()
     parts = encoder_parts([r for r in records if source_key(r) not in seen], config)
     return {**{rec["id"]: unseen_by(rec, encoders) for rec in records if source_key(rec) in seen},
             **{rec["id"]: [encoders[1 - i]] for i, part in enumerate(parts) for rec in part}}
