@@ -268,7 +268,8 @@ class GroundingConfig:
     encoder_from: str | None = None    # instead of encoder: a grounding run's fold directory or export whose two
                                        # unit encoders (weights and head) each fit's two go on fine-tuning, each on
                                        # its half of the train sources neither saw (data.fold_extra_train's records
-                                       # they saw are read by the one that did not); their head, evidence, length
+                                       # they saw are read by the one that did not); their head, evidence, length.
+                                       # With encoder_patience, their start is epoch 0, kept unless an epoch beats it
     encoder_evidence: int = 2          # source pieces (by embedder, else MiniLM, similarity) beside each unit
     encoder_epochs: float = 1.0        # passes over the training units (with encoder_patience, the most)
     encoder_patience: int | None = None   # early stopping: after each epoch, each encoder's ROC AUC on (a sample of)

@@ -169,9 +169,10 @@ def fit_unit_encoder(path: str, pairs: list[tuple[str, str]], spans: list[Spans]
     """`path`'s encoder with a fresh head (`training.head`), or `head`'s weights where given, fine-tuned on the
     pairs and their units' hallucinated spans (binary cross-entropy, the positives weighted by the negatives'
     share), in eval mode on return. With `validation` and `training.patience`, read after each epoch: training stops
-    after `patience` epochs without a better ROC AUC and the best epoch's weights are returned; `model.curve` holds
-    the figures. With `checkpoint` (a directory), the state is saved there after each epoch and the finished encoder
-    when done, and a later call with the same arguments goes on from them (`Checkpoint`)."""
+    after `patience` epochs without a better ROC AUC and the best epoch's weights are returned (with `head`, the
+    start is read first, as epoch 0); `model.curve` holds the figures. With `checkpoint` (a directory), the state is
+    saved there after each epoch and the finished encoder when done, and a later call with the same arguments goes
+    on from them (`Checkpoint`)."""
     saved = Checkpoint(checkpoint, path, pairs, spans, training, seed, validation) if checkpoint else None
     if saved and saved.finished():
         print(f"{desc}: finished by an earlier run, read from {saved.directory}", flush=True)
@@ -189,6 +190,8 @@ def fit_unit_encoder(path: str, pairs: list[tuple[str, str]], spans: list[Spans]
     if state:
         run.restore(state)
         print(f"{desc}: going on from step {run.step} of {total}, saved in {saved.directory}", flush=True)
+    elif stopping and head is not None:     # an encoder fitted before goes on: where it starts is kept unless beaten
+        stopping.stop(model, 0, per_epoch)
     for step in progress(range(run.step, total), desc=desc, initial=run.step, total=total):
         batch = run.next_batch(len(pairs))
         run.train_on([pairs[i] for i in batch], [spans[i] for i in batch], pos_weight)

@@ -474,7 +474,8 @@ def test_encoders_fitted_elsewhere_go_on_from_their_weights_on_the_sources_neith
                                                       encoder_lr=1e-3, encoder_max_len=96))
     (tmp_path / "other").mkdir()
     elsewhere.save(tmp_path / "other" / "grounding.json", {})
-    config = continued_encoder_config(GroundingConfig(encoder_from=str(tmp_path / "other"), encoder_lr=0.0))
+    config = continued_encoder_config(GroundingConfig(encoder_from=str(tmp_path / "other"), encoder_lr=0.0,
+                                                      encoder_patience=1))
     assert (config.encoder, config.encoder_max_len, config.encoder_epochs) == (str(tiny_unit_encoder), 96, 1.0)
     seen, own = synthetic(24, 0)[:8], synthetic(24, 1)
     encoders, held_out = fit_unit_encoders(own + seen, config, tmp_path / "checkpoints")
@@ -482,6 +483,8 @@ def test_encoders_fitted_elsewhere_go_on_from_their_weights_on_the_sources_neith
         assert unit_logits([encoder], unit_pairs(own[0], config)) == pytest.approx(
             unit_logits([start], unit_pairs(own[0], config)), abs=1e-5)
         assert set(start.sources) < set(encoder.sources)
+        (started, first), (one, after) = encoder.curve    # the start read as epoch 0, kept unless an epoch beats it
+        assert (started, one) == (0.0, 1.0) and first == pytest.approx(after, abs=1e-6)
     trained_on = [set(e.sources) - set(s.sources) for s, e in zip(elsewhere.encoders, encoders)]
     assert trained_on[0] | trained_on[1] == {source_key(r) for r in own} and not trained_on[0] & trained_on[1]
     readers = held_out_readers(own + seen, config, encoders)
@@ -494,7 +497,7 @@ def test_encoders_fitted_elsewhere_go_on_from_their_weights_on_the_sources_neith
     saved = json.loads((tmp_path / "grounding.json").read_text())["encoder"]
     assert saved["continued_from"] == str(tmp_path / "other") and "went on fine-tuning" in saved["fitted"]
 
-    learning = replace(config, encoder_lr=1e-3)
+    learning = replace(config, encoder_lr=1e-3, encoder_patience=None)
     moved = fit_unit_encoders(own, learning, tmp_path / "learning")[0][0]
     assert unit_logits([moved], unit_pairs(own[0], config)) != pytest.approx(
         unit_logits([elsewhere.encoders[0]], unit_pairs(own[0], config)), abs=1e-5)
