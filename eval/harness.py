@@ -90,11 +90,23 @@ def run_eval_folds(cfg: SFTConfig) -> dict:
         run_eval(with_changes(fold, {"output_dir": str(Path(fold.output_dir) / "eval")}))
     metrics = pool_folds(cfg.task.scorer, cfg.data.folds, cfg.eval.bertscore, run_dir,
                          metrics_file="scores/metrics.json")
+    _add_encoder_curves(run_dir, cfg.data.folds)
     report = (run_dir / "eval" / "report.md").read_text(encoding="utf-8")
     print(f"== cross-validation, {cfg.data.folds} folds pooled\n{report}", flush=True)
     if cfg.eval.export:
         _export_fitted_on_every_record(cfg, run_dir, report)
     return metrics
+
+
+def _add_encoder_curves(run_dir: Path, folds: int) -> None:
+    """The pooled report of a grounding run whose unit encoders stopped early ends with their curves, fold by fold."""
+    from eval.baselines.grounding import encoder_curve_lines
+
+    saved = {i: run_dir / f"fold_{i}" / "eval" / "grounding.json" for i in range(folds)}
+    lines = encoder_curve_lines({i: json.loads(p.read_text(encoding="utf-8")) for i, p in saved.items() if p.is_file()})
+    if lines:
+        report = run_dir / "eval" / "report.md"
+        report.write_text(report.read_text(encoding="utf-8") + "\n" + "\n".join(lines) + "\n", encoding="utf-8")
 
 
 def _measured_report(run_dir: Path) -> str:

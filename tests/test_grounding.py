@@ -508,8 +508,8 @@ def test_encoders_fitted_elsewhere_go_on_from_their_weights_on_the_sources_neith
         continued_encoder_config(GroundingConfig(encoder_from=str(tmp_path / "nothing")))
 
 
-def test_with_patience_each_encoder_stops_on_units_of_the_half_it_never_trains_on(tiny_unit_encoder, tmp_path,
-                                                                                  monkeypatch):
+def test_with_patience_each_encoder_stops_on_the_other_halfs_units_and_the_report_shows_its_curve(
+        tiny_unit_encoder, tmp_path, monkeypatch):
     import eval.baselines.grounding as grounding
     from data_builders.folds import source_key
 
@@ -535,6 +535,21 @@ def test_with_patience_each_encoder_stops_on_units_of_the_half_it_never_trains_o
     saved = json.loads((tmp_path / "grounding.json").read_text())["encoder"]
     assert saved["patience"] == 1 and saved["curves"] == [[list(point) for point in e.curve] for e in model.encoders]
     assert grounding.GroundingModel.load(tmp_path / "grounding.json").config.encoder_patience == 1
+
+    run = tmp_path / "run"                 # as fold 1 of a cross-validated run whose fold 0 fitted no encoder
+    (run / "eval").mkdir(parents=True)
+    (run / "eval" / "report.md").write_text("# pooled\n")
+    (run / "fold_1" / "eval").mkdir(parents=True)
+    (run / "fold_1" / "eval" / "grounding.json").write_text((tmp_path / "grounding.json").read_text())
+    from eval.harness import _add_encoder_curves
+
+    _add_encoder_curves(run, 2)
+    rows = [line.split(" | ") for line in (run / "eval" / "report.md").read_text().split("## Unit encoders")[1]
+            .splitlines() if line.startswith("| 1 |")]
+    assert [k for _, k, _ in rows] == ["1", "2"]
+    for (_, _, points), curve in zip(rows, saved["curves"]):
+        assert points.count("**") == 2 and f"**{max(f for _, f in curve):.3f}**" in points
+        assert points.count(":") == len(curve) and points.startswith("1: ")
 
 
 def test_token_spans_are_the_tokens_its_head_marks_in_the_marked_units_or_anywhere(tiny_unit_encoder, tmp_path):

@@ -561,6 +561,24 @@ class WordOdds:
         return hash(rec["source"])
 
 
+def encoder_curve_lines(saved: dict[int, dict]) -> list[str]:
+    """A report section of the unit encoders' early-stopping curves in each fold's `grounding.json` (`saved`, by
+    fold): the ROC AUC on the other half's units after each epoch (epoch 0: where an `encoder_from` encoder
+    started), the epoch kept in bold. None where no encoder was stopped early."""
+    rows = [(fold, k + 1, curve) for fold, body in sorted(saved.items())
+            for k, curve in enumerate((body.get("encoder") or {}).get("curves") or []) if curve]
+    if not rows:
+        return []
+    lines = ["## Unit encoders: ROC AUC on the other half's units after each epoch (bold: the epoch kept)", "",
+             "| fold | encoder | epoch: ROC AUC |", "|---|---|---|"]
+    for fold, k, curve in rows:
+        kept = max(range(len(curve)), key=lambda j: (curve[j][1], -j))    # early stopping keeps the first best
+        points = (f"{epoch:g}: " + (f"**{figure:.3f}**" if j == kept else f"{figure:.3f}")
+                  for j, (epoch, figure) in enumerate(curve))
+        lines.append(f"| {fold} | {k} | {', '.join(points)} |")
+    return lines
+
+
 @dataclass
 class GroundingModel:
     task_types: list[str]
