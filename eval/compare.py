@@ -4,13 +4,20 @@ differ, and PNG plots of loss curves and per-bucket Acc / MCC.
     python eval/compare.py RUN_DIR [RUN_DIR | wandb:entity/project/run_id ...] [--out DIR]
 
 Works offline from run directories alone; W&B run paths need the API (online).
+
+Two evaluation runs over the same records (eval/run.py's output_dir, cross-validated or not), their
+headline figures compared by a paired bootstrap (eval/paired_bootstrap.py):
+
+    python eval/compare.py RUN_A RUN_B --paired SCORER [--resamples 1000] [--out DIR]
 """
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from eval.paired_bootstrap import paired_bootstrap, paired_markdown, read_scored_run
 from eval.reports.finished_runs import Run, config_differences, load_run
+from eval.scorers.scoring import SCORERS, scorer
 
 METRICS = (("acc", "Acc.", 100), ("mcc", "MCC", 1), ("hallu_acc", "Hallu.", 100), ("nonhallu_acc", "Non-H.", 100))
 
@@ -99,12 +106,30 @@ def compare(specs: list[str], out: Path) -> str:
     return text
 
 
+def compare_paired(specs: list[str], scorer_name: str, resamples: int, out: Path, level: float = 0.95) -> str:
+    if len(specs) != 2:
+        raise SystemExit(f"--paired compares two runs, A then B; found {len(specs)}: {specs}")
+    s = scorer(scorer_name)
+    a, b = (read_scored_run(Path(spec), s) for spec in specs)
+    figures = paired_bootstrap(s, a, b, resamples, level=level)
+    text = paired_markdown(a, b, figures, resamples, level)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "paired.md").write_text(text, encoding="utf-8")
+    return text
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", help="run directories or wandb:entity/project/run_id")
     parser.add_argument("--out", default="comparison", help="output directory (default: ./comparison)")
+    parser.add_argument("--paired", choices=sorted(SCORERS), help="two evaluation runs' headline figures under "
+                        "this scorer, compared by a paired bootstrap over their records")
+    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default: 1000)")
     args = parser.parse_args()
-    print(compare(args.runs, Path(args.out)), end="")
+    if args.paired:
+        print(compare_paired(args.runs, args.paired, args.resamples, Path(args.out)), end="")
+    else:
+        print(compare(args.runs, Path(args.out)), end="")
 
 
 if __name__ == "__main__":

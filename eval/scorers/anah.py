@@ -10,7 +10,7 @@ from data_builders.model_inputs.anah_prompts import annotation_target, reference
 from data_builders.records import SENTENCE_TYPES
 from eval.scorers.decisions import anah_decision
 from eval.scorers.metrics import anah_ngram_precision, multiclass_scores, rouge_l, rouge_tokens
-from eval.scorers.scorer_spec import Scorer, Summary, Table, no_plots, pct, span, table_rows
+from eval.scorers.scorer_spec import Figure, Scorer, Summary, Table, no_plots, pct, span, table_rows
 
 GOLD_TEMPLATE = "anah_a5"   # tag order of the gold text when a record keeps no released annotation
 
@@ -126,4 +126,5 @@ def annotation_row(rec: dict, pred: dict) -> dict:
 
 
 SCORER = Scorer("anah", "ANAH sentence annotation", ("type",), score_anah, anah_markdown, no_plots, anah_tables,
-                tuple(SENTENCE_TYPES), anah_summary, annotation_row, one_sentence=True)
+                tuple(SENTENCE_TYPES), anah_summary, annotation_row, one_sentence=True,
+                headline=(Figure("accuracy", ("acc",)),))

@@ -4,7 +4,7 @@ from __future__ import annotations
 from eval.scorers.decisions import binary_decision, response_score
 from eval.scorers.metrics import rows_classification
 from eval.scorers.parsers import parse_longnovel_verdict, type_key
-from eval.scorers.scorer_spec import Scorer, detection_summary, no_plots, no_tables, num, pct, span
+from eval.scorers.scorer_spec import Figure, Scorer, detection_summary, no_plots, no_tables, num, pct, span
 
 
 def score_binary(gold: list[dict], preds: dict[str, dict], bertscore=None) -> tuple[dict, list[dict]]:
@@ -59,4 +59,6 @@ def _flagged(rec: dict, pred: dict, detail: dict) -> list[dict]:
 
 
 SCORER = Scorer("binary", "Binary hallucination detection", ("label",), score_binary, binary_markdown, no_plots,
-                no_tables, (0, 1), detection_summary, annotation_row, " (1 = hallucinated)")
+                no_tables, (0, 1), detection_summary, annotation_row, " (1 = hallucinated)",
+                headline=(Figure("balanced accuracy", ("balanced_acc",)), Figure("F1", ("f1",)),
+                          Figure("MCC", ("mcc",), percent=False)))

@@ -9,7 +9,7 @@ from eval.reports import plots
 from eval.scorers.binary import annotation_row
 from eval.scorers.decisions import binary_decision
 from eval.scorers.metrics import binary_scores, recall
-from eval.scorers.scorer_spec import Scorer, Table, detection_summary, num, pct, table_rows
+from eval.scorers.scorer_spec import Figure, Scorer, Table, detection_summary, num, pct, table_rows
 
 
 def score_longnovel(gold: list[dict], preds: dict[str, dict], bertscore=None) -> tuple[dict, list[dict]]:
@@ -94,4 +94,5 @@ def longnovel_tables(metrics: dict) -> dict[str, Table]:
 
 
 SCORER = Scorer("longnovel", "LongNovel detection", ("label",), score_longnovel, longnovel_markdown, longnovel_plots,
-                longnovel_tables, (0, 1), detection_summary, annotation_row, " (1 = hallucinated)")
+                longnovel_tables, (0, 1), detection_summary, annotation_row, " (1 = hallucinated)",
+                headline=(Figure("accuracy", ("overall", "acc")), Figure("MCC", ("overall", "mcc"), percent=False)))

@@ -34,6 +34,26 @@ AnnotationFn = Callable[[Row, Row], Row]                     # (record, predicti
 
 
 @dataclass(frozen=True)
+class Figure:
+    """A headline figure of a scorer's metrics (what the benchmark's papers report): where it sits in
+    metrics.json, and whether it prints as a percentage."""
+    name: str
+    path: tuple[str, ...]
+    percent: bool = True
+
+    def of(self, metrics: Metrics) -> float | None:
+        value = metrics
+        for key in self.path:
+            value = value.get(key) if isinstance(value, dict) else None
+        return value
+
+    def text(self, value: float | None) -> str:
+        if value is None or value != value:           # undefined (NaN: a draw with one class only)
+            return "-"
+        return pct(value) if self.percent else num(value)
+
+
+@dataclass(frozen=True)
 class Scorer:
     name: str
     title: str                       # the report's heading
@@ -52,6 +72,7 @@ class Scorer:
                                      # is chosen for it
     one_sentence: bool = False       # a record is one response sentence judged against a reference window (ANAH):
                                      # `eval.annotate` retrieves the window where a row has none; RAG refuses it
+    headline: tuple[Figure, ...] = ()   # the figures a paired comparison of two runs bootstraps (eval/compare.py)
 
 
 def pct(x) -> str:

@@ -13,7 +13,7 @@ from data_builders.records import gold_spans
 from eval.scorers.binary import annotation_row
 from eval.scorers.decisions import binary_decision, response_score
 from eval.scorers.metrics import rows_classification
-from eval.scorers.scorer_spec import Scorer, Summary, no_plots, no_tables, num, pct
+from eval.scorers.scorer_spec import Figure, Scorer, Summary, no_plots, no_tables, num, pct
 
 
 class SpanError(ValueError):
@@ -95,4 +95,5 @@ def spans_summary(m: dict) -> Summary:
 
 
 SCORER = Scorer("spans", "Hallucinated spans", ("spans",), score_spans, spans_markdown, no_plots, no_tables, (0, 1),
-                spans_summary, annotation_row, " (1 = the response has a span)", span_f1=True)
+                spans_summary, annotation_row, " (1 = the response has a span)", span_f1=True,
+                headline=(Figure("response F1", ("example", "f1")), Figure("character F1", ("char", "f1"))))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from eval.scorers.binary import annotation_row
 from eval.scorers.decisions import binary_decision, response_score
 from eval.scorers.metrics import rows_classification
-from eval.scorers.scorer_spec import Scorer, Summary, no_plots, no_tables, num, pct
+from eval.scorers.scorer_spec import Figure, Scorer, Summary, no_plots, no_tables, num, pct
 
 # The benchmark's ten domains, as its released files name them (summedits_<domain>.json), in the order of its table.
 DOMAINS = ("podcast", "billsum", "samsum", "news", "sales_call", "sales_email", "shakespeare", "scitldr", "qmsumm",
@@ -95,4 +95,5 @@ def summedits_summary(m: dict) -> Summary:
 
 SCORER = Scorer("summedits", "SummEdits: consistent or not, per domain", ("label",), score_summedits,
                 summedits_markdown, no_plots, no_tables, (0, 1), summedits_summary, annotation_row,
-                " (1 = inconsistent)")
+                " (1 = inconsistent)",
+                headline=(Figure("balanced accuracy, mean of the domains", ("balanced_acc",)),))

@@ -9,7 +9,7 @@ the mean over the items it keeps is shown beside it.
 from __future__ import annotations
 
 from eval.scorers.binary import annotation_row
-from eval.scorers.scorer_spec import Scorer, Summary, no_plots, no_tables
+from eval.scorers.scorer_spec import Figure, Scorer, Summary, no_plots, no_tables
 from eval.scorers.spans import prediction_spans
 
 
@@ -72,4 +72,5 @@ def uhgeval_summary(m: dict) -> Summary:
 
 
 SCORER = Scorer("uhgeval", "UHGEval keyword-level judgement", ("spans",), score_uhgeval, uhgeval_markdown, no_plots,
-                no_tables, (0, 1), uhgeval_summary, annotation_row, " (1 = some span predicted)", unit_threshold=True)
+                no_tables, (0, 1), uhgeval_summary, annotation_row, " (1 = some span predicted)", unit_threshold=True,
+                headline=(Figure("keyword accuracy", ("acc",)),))
