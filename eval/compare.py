@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from data_builders.common.user_errors import reports_user_errors
 from eval.paired_bootstrap import paired_bootstrap, paired_markdown, read_scored_run
 from eval.reports.finished_runs import Run, config_differences, load_run
 from eval.scorers.scoring import SCORERS, scorer
@@ -118,6 +119,7 @@ def compare_paired(specs: list[str], scorer_name: str, resamples: int, out: Path
     return text
 
 
+@reports_user_errors("eval/compare.py")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", help="run directories or wandb:entity/project/run_id")

@@ -27,23 +27,34 @@ class ScoredRun:
 
 
 def scored_parts(run_dir: Path) -> list[Path]:
-    """Where a run's gold records and predictions lie: its folds' eval directories, else its own."""
-    folds = sorted(run_dir.glob("fold_*/eval/predictions.jsonl"), key=lambda p: int(p.parts[-3].split("_")[1]))
-    parts = [p.parent for p in folds] or [run_dir / "eval", run_dir]
+    """Where a run's gold records and predictions lie: the eval directory of each fold it dealt
+    (`folds/fold_<i>`), else its own."""
+    dealt = sorted((d.name for d in (run_dir / "folds").glob("fold_*") if d.is_dir()), key=lambda n: int(n[5:]))
+    parts = [run_dir / name / "eval" for name in dealt] or [run_dir / "eval", run_dir]
     found = [d for d in parts if (d / "gold.jsonl").exists() and (d / "predictions.jsonl").exists()]
+    if dealt and len(found) < len(dealt):
+        missing = [str(d) for d in parts if d not in found]
+        raise ValueError(f"{run_dir}: {len(dealt)} folds dealt, {len(missing)} not predicted yet (no gold.jsonl and "
+                         f"predictions.jsonl in {', '.join(missing)}); a paired comparison reads every fold")
     if not found:
         raise FileNotFoundError(f"{run_dir}: expected gold.jsonl and predictions.jsonl in fold_<i>/eval/ (a "
                                 "cross-validated run), eval/ or the directory itself; found none")
-    return found if folds else found[:1]
+    return found if dealt else found[:1]
 
 
 def read_scored_run(run_dir: Path, scorer: Scorer) -> ScoredRun:
-    """The run's gold records and predictions, validated as eval/score.py validates them."""
+    """The run's gold records and predictions, validated as eval/score.py validates them; a record without a
+    prediction (a run still going) is refused."""
     gold, predictions = [], {}
     for part in scored_parts(run_dir):
         records = read_gold(part / "gold.jsonl", scorer.name, scorer.gold_fields)
+        rows = read_predictions(part / "predictions.jsonl", {r["id"] for r in records})
+        unpredicted = [r["id"] for r in records if r["id"] not in rows]
+        if unpredicted:
+            raise ValueError(f"{part / 'predictions.jsonl'}: {len(unpredicted)} of its {len(records)} gold records "
+                             f"have no prediction (first {unpredicted[:3]}); is the run finished?")
         gold += records
-        predictions.update(read_predictions(part / "predictions.jsonl", {r["id"] for r in records}))
+        predictions.update(rows)
     return ScoredRun(str(run_dir), gold, predictions)
 
 

@@ -37,9 +37,12 @@ def _predictions(gold: list[dict], wrong: float, seed: int) -> list[dict]:
     return rows
 
 
-def _cross_validated(run: Path, gold: list[dict], predictions: list[dict], folds: int) -> None:
+def _cross_validated(run: Path, gold: list[dict], predictions: list[dict], folds: int, predicted: int | None = None):
+    """A run that dealt `folds` folds (folds/fold_<i>) and predicted the first `predicted` of them."""
     for i in range(folds):
-        _write(run / f"fold_{i}" / "eval", gold[i::folds], predictions[i::folds])
+        (run / "folds" / f"fold_{i}").mkdir(parents=True)
+        if i < (folds if predicted is None else predicted):
+            _write(run / f"fold_{i}" / "eval", gold[i::folds], predictions[i::folds])
 
 
 def test_a_cross_validated_run_is_read_from_its_folds_and_scored_as_one(tmp_path):
@@ -80,6 +83,17 @@ def test_runs_over_different_records_are_refused_saying_how_many_differ(tmp_path
         read_scored_run(tmp_path / "nothing", BINARY)
 
 
+def test_an_unfinished_run_is_refused_saying_what_it_lacks(tmp_path):
+    gold = _records(30, seed=11)
+    predictions = _predictions(gold, 0.2, seed=12)
+    _cross_validated(tmp_path / "cv", gold, predictions, folds=3, predicted=2)
+    with pytest.raises(ValueError, match=r"3 folds dealt, 1 not predicted yet \(.*fold_2/eval\)"):
+        read_scored_run(tmp_path / "cv", BINARY)
+    _write(tmp_path / "going" / "eval", gold, predictions[:25])
+    with pytest.raises(ValueError, match=r"5 of its 30 gold records have no prediction \(first \['r25'"):
+        read_scored_run(tmp_path / "going", BINARY)
+
+
 def test_the_command_writes_the_table(tmp_path):
     gold = _records(60, seed=8)
     _write(tmp_path / "a" / "eval", gold, _predictions(gold, 0.4, seed=9))
@@ -91,3 +105,9 @@ def test_the_command_writes_the_table(tmp_path):
     table = (tmp_path / "out" / "paired.md").read_text(encoding="utf-8")
     assert "| balanced accuracy |" in table and "| MCC |" in table and "20 resamples" in table
     assert table == proc.stdout
+
+    proc = subprocess.run([sys.executable, str(REPO / "eval" / "compare.py"), str(tmp_path / "a"), str(tmp_path / "c"),
+                           "--paired", "binary", "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"eval/compare.py: error: {tmp_path / 'c'}: expected gold.jsonl and predictions")
