@@ -109,7 +109,7 @@ def compare(specs: list[str], out: Path) -> str:
 
 def compare_paired(specs: list[str], scorer_name: str, resamples: int, out: Path, level: float = 0.95) -> str:
     if len(specs) != 2:
-        raise SystemExit(f"--paired compares two runs, A then B; found {len(specs)}: {specs}")
+        raise ValueError(f"--paired compares two runs, A then B; found {len(specs)}: {specs}")
     s = scorer(scorer_name)
     a, b = (read_scored_run(Path(spec), s) for spec in specs)
     figures = paired_bootstrap(s, a, b, resamples, level=level)

@@ -77,7 +77,7 @@ def drawn(gold: list[dict], draw: np.ndarray) -> list[dict]:
 
 
 def rows_for(records: list[dict], originals: list[str], predictions: dict[str, dict]) -> dict[str, dict]:
-    return {r["id"]: {**predictions[o], "id": r["id"]} for r, o in zip(records, originals) if o in predictions}
+    return {r["id"]: {**predictions[o], "id": r["id"]} for r, o in zip(records, originals)}
 
 
 @dataclass(frozen=True)
