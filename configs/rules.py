@@ -101,10 +101,6 @@ def check_evaluation(evaluation: EvalConfig, data: DataConfig, task: TaskConfig)
         raise ConfigError(f"eval.method=grounding reads records with a source and a response: it needs "
                           f"data.source=records, found data.source={data.source}")
     g = evaluation.grounding
-    tuned = "encoder_from" if g.encoder_from else "encoder"
-    if method == EvalMethod.grounding and (g.encoder or g.encoder_from) and g.choose_among:
-        raise ConfigError(f"eval.grounding.{tuned} fine-tunes two encoders in every fit, and "
-                          "eval.grounding.choose_among fits once per candidate and inner fold: unset one of them")
     encoder_only = {"encoder_twins": g.encoder_twins, "encoder_head": g.encoder_head != EncoderHead.unit,
                     "encoder_edited_spans": g.encoder_edited_spans, "encoder_patience": g.encoder_patience is not None}
     if g.encoder_fitted:

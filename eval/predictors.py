@@ -370,6 +370,7 @@ class GroundingPredictor:
         self.grounding, self.inference, self.data_root, self.fold_by = grounding, inference, data_root, fold_by
         self.choice: dict | None = None     # with eval.grounding.choose_among: what was chosen, and why
         self.checkpoints: Path | None = None     # where the unit encoders save their training (`prepare`'s out)
+        self.encoders = None                     # the fold's fine-tuned unit encoders, once fitted
 
     @classmethod
     def from_config(cls, c: PredictorConfig) -> GroundingPredictor:
@@ -377,7 +378,7 @@ class GroundingPredictor:
 
     def prepare(self, splits: dict[str, list[dict]], out: Path) -> None:
         train = train_split(splits, self.data_root, "eval.method=grounding")
-        self.checkpoints = out / ENCODER_CHECKPOINTS
+        self.checkpoints, self.encoders = out / ENCODER_CHECKPOINTS, None
         if self.grounding.choose_among:
             self._choose(splits, train)
         g = self.grounding
@@ -406,10 +407,13 @@ class GroundingPredictor:
         self.model = model
 
     def _choose(self, splits: dict[str, list[dict]], train: list[dict]) -> None:
-        """`eval.grounding.choose_among`: the fold's features, chosen on its train and val parts alone."""
+        """`eval.grounding.choose_among`: the fold's features, chosen on its train and val parts alone. Unit encoders
+        fine-tuned by this fold (`encoder`, `encoder_from`) are fitted first, once, and every candidate reads them."""
         from eval.baselines.grounding import choose_features
 
-        self.grounding, self.choice = choose_features(train + (splits.get("val") or []), self.grounding, self.fold_by)
+        g = self.grounding
+        encoders = self._unit_encoders(self._fit_records(splits, train)) if not g.encoder_fitted else None
+        self.grounding, self.choice = choose_features(train + (splits.get("val") or []), g, self.fold_by, encoders)
         logger.info("grounding: features {} chosen ({} inner folds by {}; ROC AUC {})".format(
                   self.choice["chosen"], self.choice["inner_folds"], self.fold_by,
                   ", ".join(f"{c} {a:.4f}" for c, a in self.choice["roc_auc"].items())))
@@ -417,17 +421,29 @@ class GroundingPredictor:
     def _fitted(self, splits: dict[str, list[dict]], train: list[dict]) -> tuple:
         """The model, how many records it fitted on, the records its thresholds are chosen on, their scores,
         and what those records are: the validation split, or with `cross_fit_by` both splits cross-fitted."""
-        from eval.baselines.grounding import cross_fitted_scores, fit, unit_encoders
+        from eval.baselines.grounding import cross_fitted_scores, fit
 
         g = self.grounding
+        records = self._fit_records(splits, train)
+        encoders = self._unit_encoders(records)           # the inner fits share them
         if not g.cross_fit_by:
-            encoders = unit_encoders(train, g, self.checkpoints) if g.encoder else None
-            model, val = fit(train, g, encoders), self.inference.validation(splits)
-            return model, len(train), val, {r["id"]: model.scores(r) for r in val}, "validation split"
-        both = train + (splits.get("val") or [])
-        encoders = unit_encoders(both, g, self.checkpoints) if g.encoder else None   # the inner fits share them
-        return (fit(both, g, encoders), len(both), both, cross_fitted_scores(both, g, g.cross_fit_by, encoders),
+            model, val = fit(records, g, encoders), self.inference.validation(splits)
+            return model, len(records), val, {r["id"]: model.scores(r) for r in val}, "validation split"
+        return (fit(records, g, encoders), len(records), records,
+                cross_fitted_scores(records, g, g.cross_fit_by, encoders),
                 f"train and val splits cross-fitted by {g.cross_fit_by}")
+
+    def _fit_records(self, splits: dict[str, list[dict]], train: list[dict]) -> list[dict]:
+        """What the fold's model fits on: the train split, or with `cross_fit_by` the train and val splits."""
+        return train + (splits.get("val") or []) if self.grounding.cross_fit_by else train
+
+    def _unit_encoders(self, records: list[dict]):
+        """With `eval.grounding.encoder`, the fold's unit encoders fitted on `records`, once (`unit_encoders`)."""
+        from eval.baselines.grounding import unit_encoders
+
+        if self.grounding.encoder and self.encoders is None:
+            self.encoders = unit_encoders(records, self.grounding, self.checkpoints)
+        return self.encoders
 
     def _response_threshold(self, model, val: list[dict], scored: dict, chosen_on: str) -> Threshold:
         """Configured, else chosen on the validation responses (`chosen_on`) for `eval.threshold_for`."""

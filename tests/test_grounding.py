@@ -672,6 +672,35 @@ def test_with_an_encoder_cross_fit_by_fits_two_encoders_on_halves_of_the_domains
     assert read_by and all(encoders is not None and len(encoders) == 1 for encoders in read_by)
 
 
+def test_choose_among_beside_an_encoder_fine_tunes_it_once_and_every_candidate_reads_its_held_out_logits(
+        tiny_unit_encoder, tmp_path, monkeypatch):
+    """The fold's two encoders are fitted before the choice and shared by every candidate's inner fits, in which
+    a record reads the encoder that never saw its source; the fold's model then reads the same two."""
+    import models.unit_encoder
+    from eval.baselines.grounding import ENCODER_FEATURES, choose_features
+    from eval.predictors import GroundingPredictor, Inference
+
+    fitted = []
+    real = models.unit_encoder.fit_unit_encoder
+    monkeypatch.setattr(models.unit_encoder, "fit_unit_encoder", lambda *a, **k: fitted.append(1) or real(*a, **k))
+    config = GroundingConfig(encoder=str(tiny_unit_encoder), encoder_lr=1e-3, choose_among=["plain", "word_odds"],
+                             choose_folds=3)
+    flipped = [{**r, "label": 1 - r["label"], "spans": []} if i % 5 == 0 else r       # labels no feature separates
+               for i, r in enumerate(synthetic(40, 0))]
+    splits = {"train": flipped[:30], "val": flipped[30:]}
+    predictor = GroundingPredictor(config, Inference())
+    predictor.prepare(splits, tmp_path)
+    assert len(fitted) == 2 and predictor.model.encoders is predictor.encoders[0]
+    assert predictor.model.feature_names()["sentence"][len(SENTENCE_FEATURES)] == ENCODER_FEATURES[0]
+    choice = json.loads((tmp_path / "grounding.json").read_text())["features_chosen"]
+    assert set(choice["roc_auc"]) == {"plain", "word_odds"} and choice["chosen"] in choice["roc_auc"]
+
+    records = splits["train"] + splits["val"]
+    assert choose_features(records, config, "source", predictor.encoders)[1]["roc_auc"] == choice["roc_auc"]
+    assert choose_features(records, replace(config, encoder=None), "source")[1]["roc_auc"] != choice["roc_auc"]
+    assert len(fitted) == 2                       # the candidates read the encoders' logits; none fitted again
+
+
 def test_a_token_threshold_left_to_choose_without_gold_spans_stays_at_its_default_and_says_why():
     """SummEdits' validation responses have no gold spans: nothing to choose a token threshold on."""
     from eval.predictors import GroundingPredictor

@@ -821,10 +821,12 @@ def candidate_config(config: GroundingConfig, candidate: str) -> GroundingConfig
     return replace(config, **{flag: flag in named for flag in CHOOSABLE}, choose_among=None)
 
 
-def choose_features(records: list[dict], config: GroundingConfig, by: str) -> tuple[GroundingConfig, dict]:
+def choose_features(records: list[dict], config: GroundingConfig, by: str,
+                    encoders: Encoders | None = None) -> tuple[GroundingConfig, dict]:
     """The candidate of `config.choose_among` whose response scores rank `records` best (ROC AUC), each record
     scored by a model fitted on the other `config.choose_folds` groups of `by` (data.fold_by), and every
-    candidate's AUC."""
+    candidate's AUC. With `encoders` (fine-tuned once on records holding `records`), the inner models read
+    them as `cross_fitted_scores`' do: a record its held-out logits, from the encoder that never saw it."""
     from sklearn.metrics import roc_auc_score
 
     folds = grouped_folds(records, min(config.choose_folds, len(set(map(group_key(by), records)))), by=by)
@@ -833,7 +835,8 @@ def choose_features(records: list[dict], config: GroundingConfig, by: str) -> tu
     for candidate in progress(config.choose_among, desc="choosing features"):
         scored: dict[str, float] = {}
         for fold in folds:
-            model = fit(fold["train"] + fold["val"], candidate_config(config, candidate))
+            model = fit(fold["train"] + fold["val"], candidate_config(config, candidate), encoders)
+            model.held_out_logits = encoders and encoders[1]
             scored.update({r["id"]: model.scores(r)[0] for r in fold["test"]})
         aucs[candidate] = float(roc_auc_score(labels, [scored[r["id"]] for r in records]))
     best = max(config.choose_among, key=aucs.__getitem__)     # the first listed among equals
