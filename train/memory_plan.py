@@ -10,10 +10,12 @@ allocated. Per rank and stage it adds up:
 - activations at the stage's max_seq_len / sp_size tokens per rank: the tensors a Llama / Qwen3
   decoder layer saves for backward, 11h + 4kv + 4i elements per token (h hidden, kv the key /
   value width, i the MLP width; measured on CPU by `tests/test_plan.py`), every layer's without
-  gradient checkpointing, else one hidden state per layer plus one layer recomputed;
+  gradient checkpointing, else one hidden state per layer;
 - ring attention's key / value blocks in flight (sp_size > 1);
-- the generative loss: one chunk of LM-head logits (`trainer.loss_chunk_tokens`) with its fp32
-  log-softmax and gradient;
+- what lives only part of the step: the generative loss's chunk of LM-head logits
+  (`trainer.loss_chunk_tokens`) with its fp32 log-softmax and gradient, and, with gradient
+  checkpointing, the one layer recomputed in backward; the loss is done before backward recomputes
+  a layer, so the step holds the larger of the two, not both (an H100 measured the sum 44-60% over);
 - a fixed reserve for the CUDA context, NCCL and allocator fragmentation;
 
 and the host memory that offload needs per node; then the disk: one checkpoint, one stage export,
@@ -113,12 +115,18 @@ class Layout:
     chunk_tokens: int
 
 
+def layer_bytes(m: ModelShape, tokens: int) -> float:
+    """What one decoder layer saves for backward (+ the fp32 log-sum-exp of its attention)."""
+    return tokens * m.dtype_bytes * (11 * m.hidden + 4 * m.kv_width + 4 * m.intermediate + m.heads)
+
+
 def activation_bytes(m: ModelShape, tokens: int, checkpointing: bool) -> float:
-    layer = 11 * m.hidden + 4 * m.kv_width + 4 * m.intermediate + m.heads   # + the fp32 log-sum-exp
-    outside = 4 * m.hidden                                                   # embeddings, final norm
+    """What the forward keeps until backward: every layer's saved tensors, or (checkpointing) each layer's input
+    hidden state; and the embeddings' and final norm's."""
+    outside = tokens * m.dtype_bytes * 4 * m.hidden
     if checkpointing:
-        return tokens * m.dtype_bytes * (m.layers * m.hidden + layer + outside)
-    return tokens * m.dtype_bytes * (m.layers * layer + outside)
+        return tokens * m.dtype_bytes * m.layers * m.hidden + outside
+    return m.layers * layer_bytes(m, tokens) + outside
 
 
 def logits_bytes(m: ModelShape, labelled: int, dtype_bytes: int) -> float:
@@ -127,7 +135,8 @@ def logits_bytes(m: ModelShape, labelled: int, dtype_bytes: int) -> float:
 
 
 def stage_terms(m: ModelShape, lay: Layout, seq_len: int, sp: int, labelled: int | None = None) -> dict:
-    """Bytes per rank, by term, for one stage."""
+    """Bytes per rank, by term, for one stage; `passing`: the larger of the loss's logits chunk and the layer
+    that checkpointing recomputes, which are never alive together."""
     b, p, world = m.dtype_bytes, m.params, lay.world
     tokens = -(-seq_len // sp)
     zero3 = lay.zero_stage == 3
@@ -140,7 +149,8 @@ def stage_terms(m: ModelShape, lay: Layout, seq_len: int, sp: int, labelled: int
     chunk = min(labelled if labelled is not None else lay.chunk_tokens, lay.chunk_tokens, tokens)
     return {"params": params, "grads": grads, "optimizer": optimizer,
             "activations": activation_bytes(m, tokens, lay.gradient_checkpointing),
-            "attention": attention, "logits": logits_bytes(m, chunk, b) if lay.generative else 0.0,
+            "attention": attention, "passing": max(logits_bytes(m, chunk, b) if lay.generative else 0.0,
+                                                   layer_bytes(m, tokens) if lay.gradient_checkpointing else 0.0),
             "reserve": RUNTIME_RESERVE}
 
 
@@ -208,13 +218,13 @@ class RunPlan:
 
 
 def table(rows: list[StageRow], limit: float, m: ModelShape, lay: Layout) -> str:
-    head = ("| stage | tokens | sp | params | grads | optim | activations | ring kv | logits | reserve | total "
-            f"(GB of {limit / GB:.0f}) | fits | smallest sp |")
+    head = ("| stage | tokens | sp | params | grads | optim | activations | ring kv | logits or layer | reserve | "
+            f"total (GB of {limit / GB:.0f}) | fits | smallest sp |")
     lines = [head, "|" + "---|" * 13]
     for r in rows:
         t = {k: f"{v / GB:.1f}" for k, v in r.terms.items()}
         lines.append(f"| {r.name} | {r.seq_len:,} | {r.sp} | {t['params']} | {t['grads']} | {t['optimizer']} | "
-                     f"{t['activations']} | {t['attention']} | {t['logits']} | {t['reserve']} | {r.total / GB:.1f} | "
+                     f"{t['activations']} | {t['attention']} | {t['passing']} | {t['reserve']} | {r.total / GB:.1f} | "
                      f"{'yes' if r.total <= limit else 'NO'} | {r.smallest_sp or 'none'} |")
     lines.append(f"host memory for offload: {host_bytes_per_node(m, lay) / GB:.0f} GB per node "
                  f"({min(lay.world, lay.ranks_per_node)} ranks of {lay.world}; ZeRO-{lay.zero_stage}, offload params "

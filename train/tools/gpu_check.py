@@ -179,7 +179,7 @@ def planned_step_bytes(shape: dict, tokens: int, chunk: int) -> dict:
     lay = Layout(world=1, ranks_per_node=1, zero_stage=0, offload_param=False, offload_optimizer=False,
                  gradient_checkpointing=True, generative=True, chunk_tokens=chunk)
     terms = stage_terms(shape, lay, tokens, 1, labelled=tokens)
-    return {"activations": terms["activations"], "logits": terms["logits"], "layer_params": shape.layer_params}
+    return {"activations": terms["activations"], "passing": terms["passing"], "layer_params": shape.layer_params}
 
 
 def check_training_step(tokens: int, device, shape: dict = QWEN3_0_6B, attns=("ring", "sdpa"), chunk: int = 1024,
@@ -193,7 +193,7 @@ def check_training_step(tokens: int, device, shape: dict = QWEN3_0_6B, attns=("r
         rows.append({"attn": attn, "tokens": tokens, "step_s": seconds, "tokens_per_s": tokens / seconds,
                      "model_tflops": flops / 1e12, "mfu": flops / seconds / (peak * 1e12) if peak else None,
                      "peak_gb": growth["peak"] / 1e9, "measured_activation_gb": growth["activations"] / 1e9,
-                     "planned_activation_gb": (plan["activations"] + plan["logits"]) / 1e9})
+                     "planned_activation_gb": (plan["activations"] + plan["passing"]) / 1e9})
         _empty_cache(device)
     return rows
 
