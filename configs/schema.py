@@ -248,6 +248,9 @@ class GroundingConfig:
                                        # is supported by "company" (default: the words as written)
     word_odds: bool = False            # adds to the response model each unit's unsupported words' log-odds of marking a
                                        # hallucinated train response (sum, least; learnt per fold, sources left out)
+    response_by_task: bool = False     # a response regression per task type of the train split (with both labels),
+                                       # beside the one for all that scores the other types (default: one for all,
+                                       # the task type one of its features)
     cross_fit_by: str | None = None    # a record field (meta.domain): thresholds chosen on the train and val splits'
                                        # scores, each value's by a model fitted on the others' (a test part that is a
                                        # whole group, data.fold_by); the model then fits on both. Default: validation

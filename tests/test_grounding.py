@@ -323,6 +323,33 @@ def test_a_threshold_per_task_type_chosen_for_f1_flags_a_type_it_cannot_separate
     assert saved["thresholds_by"] == model.thresholds_by and "for F1" in saved["threshold_source"]
 
 
+def test_a_response_model_per_task_type_fits_a_type_whose_features_point_the_other_way(tmp_path):
+    """`response_by_task`: each task type with both labels gets its own response regression, the pooled one
+    scores any other type, and grounding.json keeps them. Here the "Data2txt" labels are the "Summary" ones
+    turned over, which one model with the task type as a feature cannot fit."""
+    from sklearn.metrics import roc_auc_score
+
+    from eval.baselines.grounding import GroundingModel
+
+    def turned(records, name):
+        return [{**r, "label": 1 - r["label"], "spans": []} for r in _task_type(records, name)]
+
+    train = _task_type(synthetic(80, 0), "Summary") + turned(synthetic(80, 1), "Data2txt")
+    test = turned(synthetic(40, 2), "Data2txt")
+    pooled, by_task = fit(train), fit(train, replace(GroundingConfig(), response_by_task=True))
+    assert pooled.task_responses is None and set(by_task.task_responses) == {"Summary", "Data2txt"}
+    labels = [r["label"] for r in test]
+    assert roc_auc_score(labels, [by_task.scores(r)[0] for r in test]) > 0.9
+    assert roc_auc_score(labels, [pooled.scores(r)[0] for r in test]) < 0.7
+    other = _task_type(synthetic(1, 3), "QA")[0]
+    row = by_task.sentence_matrix(other)[2]
+    assert by_task.scores(other)[0] == pytest.approx(by_task.response.probability(row[None])[0])
+    by_task.save(tmp_path / "grounding.json", {})
+    loaded = GroundingModel.load(tmp_path / "grounding.json")
+    assert loaded.config.response_by_task and set(loaded.task_responses) == {"Summary", "Data2txt"}
+    assert [loaded.scores(r)[0] for r in test + [other]] == [by_task.scores(r)[0] for r in test + [other]]
+
+
 def test_one_class_in_the_train_split_is_refused():
     with pytest.raises(GroundingError, match=r"or gold spans; found labels \[0\] in 10 records and no span"):
         fit([r for r in synthetic(20, 0) if r["label"] == 0])

@@ -585,6 +585,7 @@ class GroundingModel:
     config: GroundingConfig          # what a unit is (sentence | clause) and what reads it (embedder, lm)
     sentence: Linear | None = None   # None: the training records have no gold spans, so nothing marks spans
     response: Linear | None = None   # None: every training record is hallucinated (UHGEval): spans decide
+    task_responses: dict[str, Linear] | None = None   # eval.grounding.response_by_task: a task type's own
     threshold: float = 0.5           # response: hallucinated when its probability reaches it
     span_threshold: float = 0.5      # a unit of a hallucinated response is marked when its probability reaches it
     token_threshold: float = 0.5     # with token spans, a token is marked when its probability reaches it
@@ -651,7 +652,8 @@ class GroundingModel:
                     [[*s.span, float(q)] for s, q in zip(found, self.sentence.probability(rows))])
         if self.response is None:
             return max((q for *_, q in per_unit), default=0.0), per_unit
-        return float(self.response.probability(response_row[None])[0]), per_unit
+        response = (self.task_responses or {}).get(task_type(rec), self.response)
+        return float(response.probability(response_row[None])[0]), per_unit
 
     def predict(self, rec: dict) -> dict:
         score, per_unit = self.scores(rec)
@@ -726,7 +728,10 @@ class GroundingModel:
                     "sources": [e.sources for e in self.encoders], "continued_from": self.config.encoder_from,
                     "fitted": self.encoders_fitted()},
                 **{part: {**vars(getattr(self, part)), "features": names[part]} if getattr(self, part) else None
-                   for part in names}}
+                   for part in names},
+                "task_responses": self.task_responses and {
+                    task: {**vars(linear), "features": names["response"]}
+                    for task, linear in self.task_responses.items()}}
         path.write_text(json.dumps(body, indent=1, ensure_ascii=False), encoding="utf-8")
 
     @classmethod
@@ -740,6 +745,7 @@ class GroundingModel:
         config = GroundingConfig(unit=EvidenceUnit(body["unit"]), embedder=body["embedder"], lm=body["lm"],
                                  lm_source_tokens=body["lm_source_tokens"], negation=body["negation"],
                                  stem=body["stem"], word_odds=body["word_odds"] is not None,
+                                 response_by_task=bool(body.get("task_responses")),
                                  **({"encoder": encoder["name"], "encoder_evidence": encoder["evidence"],
                                      "encoder_epochs": encoder["epochs"], "encoder_lr": encoder["lr"],
                                      "encoder_max_len": encoder["max_len"],
@@ -754,16 +760,23 @@ class GroundingModel:
                     thresholds_by=body["thresholds_by"],
                     word_odds=odds and WordOdds(odds["hallucinated"], odds["faithful"], tuple(odds["responses"]),
                                                 odds["smoothing"]))
-        for part, names in model.feature_names().items():
-            if body[part] is None:
-                continue
-            if body[part]["features"] != names:
-                raise GroundingError(f"{path}: the {part} model's features are {body[part]['features']}; this version "
-                                     f"computes {names}: fit it again with this version")
-            setattr(model, part, Linear(*(body[part][k] for k in ("mean", "scale", "weights", "bias"))))
+        names = model.feature_names()
+        for part in names:
+            if body[part] is not None:
+                setattr(model, part, _saved_linear(path, part, body[part], names[part]))
+        if body.get("task_responses"):
+            model.task_responses = {task: _saved_linear(path, f"{task} response", saved, names["response"])
+                                    for task, saved in body["task_responses"].items()}
         if encoder:
             model.encoders = load_encoders(path.parent, encoder)
         return model
+
+
+def _saved_linear(path: Path, part: str, saved: dict, names: list[str]) -> Linear:
+    if saved["features"] != names:
+        raise GroundingError(f"{path}: the {part} model's features are {saved['features']}; this version computes "
+                             f"{names}: fit it again with this version")
+    return Linear(*(saved[k] for k in ("mean", "scale", "weights", "bias")))
 
 
 class GroundingError(ValueError):
@@ -798,12 +811,22 @@ def fit(train: list[dict], config: GroundingConfig = WORDS_ONLY, encoders: Encod
         model.sentence = Linear.fit(np.concatenate(unit_x), np.array(unit_y), config.c)
     if len(set(labels)) == 2:           # else every record hallucinated (UHGEval): its spans decide
         model.response = Linear.fit(np.array(response_x), np.array(labels), config.c)
+        if config.response_by_task:
+            model.task_responses = task_responses(train, np.array(response_x), np.array(labels), config.c)
     if model.sentence is None and model.response is None:
         raise GroundingError(f"eval.method=grounding fits on the train split: it needs hallucinated and faithful "
                              f"records there, or gold spans; found labels {sorted(set(labels))} in {len(train)} "
                              f"records and no span")
     model.held_out_logits = None
     return model
+
+
+def task_responses(train: list[dict], x: np.ndarray, y: np.ndarray, c: float) -> dict[str, Linear]:
+    """A response regression per task type whose training records hold both labels (RAGTruth's data-to-text
+    responses weigh the features otherwise than its summaries do)."""
+    types = np.array([task_type(r) for r in train])
+    return {t: Linear.fit(x[types == t], y[types == t], c) for t in sorted(set(types))
+            if len(set(y[types == t])) == 2}
 
 
 CHOOSABLE = ("stem", "negation", "word_odds")    # the flags eval.grounding.choose_among turns on or off

@@ -55,6 +55,14 @@ def _body(path: Path) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
+def _response_models(model: GroundingModel) -> str:
+    if not model.response:
+        return "no (its units decide)"
+    if not model.task_responses:
+        return "yes"
+    return f"one per task type ({', '.join(model.task_responses)}), and one for all that scores any other type"
+
+
 def _write_card(out: Path, spec: AnnotatorSpec, model: GroundingModel, held_out: str | None,
                 encoders_fitted: str | None) -> None:
     c = model.config
@@ -74,7 +82,7 @@ def _write_card(out: Path, spec: AnnotatorSpec, model: GroundingModel, held_out:
              f"{model.task_types}: a row of another type is scored with no task feature set, as no training "
              "record was",
              *([f"- unit encoders: {encoders_fitted}"] if encoders_fitted else []),
-             f"- response model: {'yes' if model.response else 'no (its units decide)'}; "
+             f"- response model: {_response_models(model)}; "
              f"unit model: {'yes' if model.sentence else 'no (no gold spans: none marked)'}",
              f"- decision threshold: {model.threshold:.4f} ({spec.threshold_source}); span threshold "
              f"{model.span_threshold:.4f}" + (f", token threshold {model.token_threshold:.4f}"
